@@ -1,0 +1,291 @@
+"""The ``harness`` command line (typer). Heavy modules are imported inside each command."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="Evaluate models on tasks; every sample, score and cost goes to SQL.")
+db_app = typer.Typer(no_args_is_help=True, help="Database maintenance.")
+app.add_typer(db_app, name="db")
+
+DbOpt = Annotated[str | None, typer.Option("--db", help="Database URL (default $HARNESS_DB_URL or sqlite:///harness.db)")]
+
+
+def _console():  # type: ignore[no-untyped-def]
+    from rich.console import Console
+
+    return Console()
+
+
+def fail(message: str) -> None:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(2)
+
+
+def parse_kv(items: list[str] | None, flag: str) -> dict[str, Any]:
+    from harness.modelspec import parse_value
+
+    out: dict[str, Any] = {}
+    for item in items or []:
+        key, eq, value = item.partition("=")
+        if not eq or not key:
+            fail(f"{flag} expects key=value, got {item!r}")
+        out[key.strip()] = parse_value(value)
+    return out
+
+
+def _sessions(db: str | None):  # type: ignore[no-untyped-def]
+    from harness.store.db import DatabaseError, open_db
+
+    try:
+        return open_db(db)
+    except DatabaseError as exc:
+        fail(str(exc))
+
+
+@app.command("eval")
+def eval_cmd(
+    task: Annotated[str, typer.Option("--task", "-t", help="Task name (see `harness tasks`)")],
+    model: Annotated[str, typer.Option("--model", "-m", help="Model spec: alias, backend:path or op(model, k=v)")],
+    task_opt: Annotated[list[str] | None, typer.Option("-T", help="Task option key=value")] = None,
+    model_opt: Annotated[list[str] | None, typer.Option("-M", help="Model/generation setting key=value")] = None,
+    judge: Annotated[str | None, typer.Option(help="Judge model spec for LLM-graded tasks")] = None,
+    limit: Annotated[int | None, typer.Option(help="Evaluate only the first N samples")] = None,
+    seed: Annotated[int, typer.Option(help="Seed for sampling and bootstrap")] = 0,
+    epochs: Annotated[int, typer.Option(help="Repeat each sample N times")] = 1,
+    samples: Annotated[str | None, typer.Option(help="Comma-separated sample ids")] = None,
+    concurrency: Annotated[int | None, typer.Option(help="Calls in flight (default: the model's)")] = None,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Bypass the response cache")] = False,
+    run_name: Annotated[str | None, typer.Option("--run-name", help="Name of the run (default derived)")] = None,
+    resume: Annotated[str | None, typer.Option("--resume", help="Resume this run name")] = None,
+    no_progress: Annotated[bool, typer.Option("--no-progress")] = False,
+    db: DbOpt = None,
+) -> None:
+    """Evaluate MODEL on TASK; a rerun with the same settings resumes and does only what is missing."""
+    from harness.data import DatasetError
+    from harness.modelspec import ModelSpecError
+    from harness.registry import UnknownNameError
+    from harness.runner import EvalConfig, RunConfigError, Runner
+
+    if epochs < 1:
+        fail("--epochs must be at least 1")
+    if limit is not None and limit < 0:
+        fail("--limit must be >= 0")
+    cfg = EvalConfig(
+        task=task, model=model, task_options=parse_kv(task_opt, "-T"), model_settings=parse_kv(model_opt, "-M"),
+        judge=judge, limit=limit, seed=seed, epochs=epochs,
+        sample_ids=[s.strip() for s in samples.split(",") if s.strip()] if samples else None,
+        concurrency=concurrency, use_cache=not no_cache, run_name=resume or run_name, db_url=db,
+        progress=not no_progress,
+    )
+    sessions = _sessions(db)
+    try:
+        runner = Runner(cfg, session_factory=sessions)
+        summary = runner.run()
+    except (UnknownNameError, RunConfigError, DatasetError, ModelSpecError, FileNotFoundError) as exc:
+        fail(str(exc).strip("'\""))
+    except KeyboardInterrupt:
+        typer.echo("interrupted: finished samples are stored; rerun the same command to resume", err=True)
+        raise typer.Exit(130) from None
+    con = _console()
+    con.print(
+        f"[bold]run[/bold] {summary.run_name} (id {summary.run_id}): {summary.status}; "
+        f"{summary.n_new} new, {summary.n_skipped} already done, {summary.n_errors} errors, "
+        f"{summary.n_unscored} unscored, {summary.seconds:.1f}s"
+    )
+    if summary.errors:
+        con.print("errors by kind: " + ", ".join(f"{k}={v}" for k, v in sorted(summary.errors.items())))
+    _print_metrics(con, sessions, summary.run_id, breakdowns=False)
+
+
+def _fmt(v: float | None) -> str:
+    if v is None:
+        return ""
+    return f"{v:.4f}" if abs(v) < 1000 else f"{v:.1f}"
+
+
+def _print_metrics(con: Any, sessions: Any, run_id: int, breakdowns: bool = True) -> None:
+    from rich.table import Table
+    from sqlalchemy import select
+
+    from harness.store.schema import MetricRow
+
+    with sessions() as s:
+        rows = s.scalars(select(MetricRow).where(MetricRow.run_id == run_id).order_by(
+            MetricRow.breakdown_key, MetricRow.breakdown_value, MetricRow.name)).all()
+    table = Table(title="metrics (95% CI)")
+    for col in ("breakdown", "metric", "value", "95% CI", "n"):
+        table.add_column(col)
+    for m in rows:
+        if m.breakdown_key and not breakdowns:
+            continue
+        ci = f"[{_fmt(m.ci_low)}, {_fmt(m.ci_high)}]" if m.ci_low is not None else ""
+        where = f"{m.breakdown_key}={m.breakdown_value}" if m.breakdown_key else "all"
+        table.add_row(where, m.name, _fmt(m.value), ci, str(m.n))
+    con.print(table)
+
+
+@app.command("tasks")
+def tasks_cmd() -> None:
+    """List the registered tasks."""
+    from rich.table import Table
+
+    from harness.registry import entries
+
+    table = Table(title="tasks")
+    table.add_column("name")
+    table.add_column("family")
+    table.add_column("description")
+    for e in entries("task"):
+        table.add_row(e.name, e.family, e.description)
+    _console().print(table)
+
+
+@app.command("models")
+def models_cmd() -> None:
+    """List model backends, operators and aliases."""
+    from rich.table import Table
+
+    from harness.modelspec import alias_names, load_alias
+    from harness.registry import entries
+
+    table = Table(title="models")
+    table.add_column("name")
+    table.add_column("kind")
+    table.add_column("description")
+    for e in entries("model"):
+        table.add_row(e.name, "operator" if e.operator else "backend", e.description)
+    for name in alias_names():
+        card = load_alias(name) or {}
+        table.add_row(name, "alias", str(card.get("description", card.get("spec", ""))))
+    _console().print(table)
+
+
+@app.command("runs")
+def runs_cmd(db: DbOpt = None, task: Annotated[str | None, typer.Option(help="Only this task")] = None) -> None:
+    """List stored runs with their headline metric."""
+    from rich.table import Table
+    from sqlalchemy import select
+
+    from harness.store.schema import MetricRow, ModelRow, RunRow, TaskRow
+
+    sessions = _sessions(db)
+    table = Table(title="runs")
+    for col in ("id", "name", "task", "model", "status", "done", "errors", "headline", "95% CI"):
+        table.add_column(col)
+    with sessions() as s:
+        q = select(RunRow, TaskRow, ModelRow).join(TaskRow, RunRow.task_id == TaskRow.id).join(
+            ModelRow, RunRow.model_id == ModelRow.id).order_by(RunRow.id)
+        if task:
+            q = q.where(TaskRow.name == task)
+        for run, t, m in s.execute(q):
+            head = s.scalar(select(MetricRow).where(MetricRow.run_id == run.id, MetricRow.name == t.primary_metric,
+                                                    MetricRow.breakdown_key == ""))
+            table.add_row(str(run.id), run.name, t.name, m.display_name or m.spec, run.status,
+                          f"{run.n_done}/{run.n_samples}", str(run.n_errors),
+                          f"{t.primary_metric} {_fmt(head.value)}" if head else "",
+                          f"[{_fmt(head.ci_low)}, {_fmt(head.ci_high)}]" if head and head.ci_low is not None else "")
+    _console().print(table)
+
+
+def _get_run(sessions: Any, name: str) -> Any:
+    from harness.store import ops
+
+    with sessions() as s:
+        run = ops.find_run(s, name)
+    if run is None:
+        fail(f"no run named {name!r} (see `harness runs`)")
+    return run
+
+
+@app.command("show")
+def show_cmd(run: str, db: DbOpt = None) -> None:
+    """Show a run's configuration and metrics with CIs and breakdowns."""
+    sessions = _sessions(db)
+    row = _get_run(sessions, run)
+    con = _console()
+    con.print(f"[bold]{row.name}[/bold] (id {row.id}) status={row.status} done={row.n_done}/{row.n_samples} "
+              f"errors={row.n_errors} cost=${row.total_cost:.4f}")
+    con.print(f"model={row.config.get('model')} task={row.config.get('task')} v{row.config.get('task_version')} "
+              f"hash={str(row.config.get('task_hash'))[:12]} harness={row.harness_version} "
+              f"git={row.git_revision[:10]}")
+    _print_metrics(con, sessions, row.id)
+
+
+@app.command("compare")
+def compare_cmd(run_a: str, run_b: str, metric: Annotated[str | None, typer.Option(help="Score name")] = None,
+                db: DbOpt = None) -> None:
+    """Paired comparison of two runs on the samples they share."""
+    from harness.compare import compare_runs
+
+    sessions = _sessions(db)
+    a, b = _get_run(sessions, run_a), _get_run(sessions, run_b)
+    try:
+        results = compare_runs(sessions, a.id, b.id, metric)
+    except ValueError as exc:
+        fail(str(exc))
+    from rich.table import Table
+
+    table = Table(title=f"{a.name} (A) vs {b.name} (B)")
+    for col in ("metric", "n", "A", "B", "B-A", "95% CI", "p", "test"):
+        table.add_column(col)
+    for r in results:
+        table.add_row(r.metric, str(r.n), _fmt(r.mean_a), _fmt(r.mean_b), _fmt(r.diff),
+                      f"[{_fmt(r.ci_low)}, {_fmt(r.ci_high)}]", f"{r.p_value:.4g}", r.test)
+    _console().print(table)
+
+
+@app.command("export")
+def export_cmd(run: str, format: Annotated[str, typer.Option("--format", "-f")] = "jsonl",
+               output: Annotated[Path | None, typer.Option("--output", "-o")] = None, db: DbOpt = None) -> None:
+    """Export a run's samples as csv, jsonl or parquet (pandas)."""
+    from harness.export import export_run
+
+    if format not in ("csv", "jsonl", "parquet"):
+        fail(f"unknown format {format!r}: choose csv, jsonl or parquet")
+    sessions = _sessions(db)
+    row = _get_run(sessions, run)
+    path = output or Path(f"{row.name.replace('/', '_')}.{format}")
+    n = export_run(sessions, row.id, path, format)
+    typer.echo(f"wrote {n} samples to {path}")
+
+
+@db_app.command("upgrade")
+def db_upgrade(db: DbOpt = None, revision: str = "head") -> None:
+    """Apply database migrations (creates the database if it is new)."""
+    from harness.store.db import DatabaseError, current_revision, make_engine, upgrade
+
+    try:
+        engine = make_engine(db)
+        before = current_revision(engine)
+        after = upgrade(engine, revision)
+    except DatabaseError as exc:
+        fail(str(exc))
+    typer.echo(f"database {engine.url!r}: {before or 'empty'} -> {after}")
+
+
+@db_app.command("current")
+def db_current(db: DbOpt = None) -> None:
+    """Print the database's migration revision."""
+    from harness.store.db import DatabaseError, current_revision, make_engine
+
+    try:
+        typer.echo(current_revision(make_engine(db)) or "empty")
+    except DatabaseError as exc:
+        fail(str(exc))
+
+
+def main() -> None:
+    try:
+        app()
+    except BrokenPipeError:  # `harness runs | head`
+        sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()

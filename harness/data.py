@@ -1,0 +1,59 @@
+"""Dataset helpers: JSONL/JSON reading with errors that name the file, the row and the field.
+
+Local files are read with the standard library (fast start-up); hub ids go through
+``datasets.load_dataset``, imported only then.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+
+class DatasetError(ValueError):
+    """A malformed dataset: the message says which file, which row and which field."""
+
+
+def file_hash(*paths: str | Path, extra: str = "") -> str:
+    h = hashlib.sha256(extra.encode())
+    for p in paths:
+        h.update(Path(p).read_bytes())
+    return h.hexdigest()
+
+
+def read_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Yield (1-based line number, row) for each non-empty line."""
+    path = Path(path)
+    if not path.exists():
+        raise DatasetError(f"{path}: file not found")
+    with path.open(encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise DatasetError(f"{path}:{lineno}: not valid JSON ({exc.msg})") from None
+            if not isinstance(row, dict):
+                raise DatasetError(f"{path}:{lineno}: expected a JSON object, got {type(row).__name__}")
+            yield lineno, row
+
+
+def require(row: dict[str, Any], field: str, where: str, kind: type | tuple[type, ...] = str) -> Any:
+    if field not in row or row[field] is None:
+        raise DatasetError(f"{where}: missing field {field!r}")
+    value = row[field]
+    if not isinstance(value, kind):
+        name = kind.__name__ if isinstance(kind, type) else "/".join(k.__name__ for k in kind)
+        raise DatasetError(f"{where}: field {field!r} should be {name}, got {type(value).__name__}")
+    return value
+
+
+def load_hub(path: str, name: str | None = None, split: str = "test") -> list[dict[str, Any]]:
+    """Load a split through ``datasets.load_dataset`` (hub id, or a builder like "json")."""
+    from datasets import load_dataset
+
+    return list(load_dataset(path, name, split=split))

@@ -1,0 +1,164 @@
+"""Model specs: ``backend:path``, aliases from YAML cards, and operator expressions.
+
+Grammar (whitespace ignored)::
+
+    spec     := operator | leaf
+    operator := NAME "(" arg ("," arg)* ")"        e.g. vote(qwen, n=5)
+    arg      := spec | NAME "=" VALUE
+    leaf     := BACKEND ":" PATH | ALIAS            e.g. hf:./my-model, openai:gpt-4o, smollm2
+
+Aliases are small YAML cards in ``harness/models/aliases/NAME.yaml``::
+
+    description: Qwen2.5-Omni 7B (video+audio), Qwen2.5 7B Instruct for text-only tasks
+    variants:
+      - {modalities: [text, image, video, audio], spec: "vllm:Qwen/Qwen2.5-Omni-7B"}
+      - {modalities: [text], spec: "vllm:Qwen/Qwen2.5-7B-Instruct"}
+    settings: {max_tokens: 512}
+
+The first variant whose modalities cover the task's is taken.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.registry import UnknownNameError, lookup
+
+ALIAS_DIR = Path(__file__).resolve().parent.parent / "models" / "aliases"
+
+
+class ModelSpecError(ValueError):
+    pass
+
+
+@dataclass(slots=True)
+class SpecNode:
+    name: str  # operator name, backend name, or alias
+    path: str | None = None  # for backend:path leaves
+    args: list[SpecNode] = field(default_factory=list)
+    params: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def is_operator(self) -> bool:
+        return self.path is None and (bool(self.args) or bool(self.params))
+
+
+def _split_top(text: str) -> list[str]:
+    parts, depth, cur = [], 0, []
+    for ch in text:
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        if ch == "," and depth == 0:
+            parts.append("".join(cur).strip())
+            cur = []
+        else:
+            cur.append(ch)
+    if "".join(cur).strip():
+        parts.append("".join(cur).strip())
+    return parts
+
+
+def parse_value(raw: str) -> Any:
+    """``-M``/``-T``/operator values: Python/JSON literals where they parse, else the string."""
+    low = raw.strip()
+    if low in ("true", "false"):
+        return low == "true"
+    try:
+        return ast.literal_eval(low)
+    except (ValueError, SyntaxError):
+        return low
+
+
+def parse_spec(text: str) -> SpecNode:
+    text = text.strip()
+    if not text:
+        raise ModelSpecError("empty model spec")
+    paren = text.find("(")
+    colon = text.find(":")
+    if paren > 0 and (colon < 0 or paren < colon) and text.endswith(")"):
+        name = text[:paren].strip()
+        node = SpecNode(name)
+        for arg in _split_top(text[paren + 1 : -1]):
+            key, eq, val = arg.partition("=")
+            if eq and key.strip().isidentifier() and "(" not in key:
+                node.params[key.strip()] = parse_value(val)
+            else:
+                node.args.append(parse_spec(arg))
+        if not node.args:
+            raise ModelSpecError(f"operator {name!r} needs at least one model: {text!r}")
+        return node
+    if colon > 0:
+        return SpecNode(text[:colon].strip(), path=text[colon + 1 :].strip())
+    return SpecNode(text)
+
+
+def load_alias(name: str) -> dict[str, Any] | None:
+    card = ALIAS_DIR / f"{name}.yaml"
+    if not card.exists():
+        return None
+    import yaml
+
+    data = yaml.safe_load(card.read_text()) or {}
+    if "spec" not in data and "variants" not in data:
+        raise ModelSpecError(f"alias card {card} has neither 'spec' nor 'variants'")
+    return data
+
+
+def alias_names() -> list[str]:
+    return sorted(p.stem for p in ALIAS_DIR.glob("*.yaml")) if ALIAS_DIR.exists() else []
+
+
+def resolve_alias(name: str, modalities: set[str]) -> tuple[str, dict[str, Any]]:
+    data = load_alias(name)
+    if data is None:
+        raise UnknownNameError(name)
+    settings = dict(data.get("settings") or {})
+    if "variants" in data:
+        for variant in data["variants"]:
+            if modalities <= set(variant.get("modalities", ["text"])):
+                return variant["spec"], {**settings, **(variant.get("settings") or {})}
+        raise ModelSpecError(
+            f"alias {name!r} has no variant for modalities {sorted(modalities)}"
+        )
+    return data["spec"], settings
+
+
+def build_model(
+    spec: str | SpecNode, settings: dict[str, Any] | None = None, modalities: set[str] | None = None
+) -> Any:
+    """Turn a spec into a live model. ``settings`` (from ``-M``) go to every leaf backend."""
+    node = parse_spec(spec) if isinstance(spec, str) else spec
+    settings = dict(settings or {})
+    modalities = modalities or {"text"}
+    if node.is_operator:
+        entry = lookup("model", node.name)
+        if not entry.operator:
+            raise ModelSpecError(f"{node.name!r} is a backend, not an operator; write {node.name}:PATH")
+        inner = [build_model(a, settings, modalities) for a in node.args]
+        return entry.factory(*inner, **node.params)
+    if node.path is None:
+        # an alias, or a backend with no path (e.g. "builtin" defaults)
+        if load_alias(node.name) is not None:
+            target, alias_settings = resolve_alias(node.name, modalities)
+            return build_model(target, {**alias_settings, **settings}, modalities)
+        try:
+            entry = lookup("model", node.name)
+        except UnknownNameError as exc:
+            import difflib
+
+            close = difflib.get_close_matches(node.name, alias_names(), n=3, cutoff=0.5)
+            if close:
+                raise UnknownNameError(
+                    f"unknown model {node.name!r}; did you mean {', '.join(map(repr, close))}?"
+                ) from None
+            raise exc
+        if entry.operator:
+            raise ModelSpecError(f"operator {node.name!r} needs models: {node.name}(MODEL, ...)")
+        return entry.factory(None, **settings)
+    entry = lookup("model", node.name)
+    return entry.factory(node.path, **settings)

@@ -1,0 +1,117 @@
+"""Task and model registries: decorators, entry points, lazy discovery, did-you-mean.
+
+Built-in tasks live under ``harness.tasks.<family>`` and models under ``harness.models.<module>``;
+each module registers its factories with ``@task`` / ``@model`` when imported. Nothing is imported
+until a name is asked for, so ``harness --help`` stays fast: resolving ``gsm8k`` first tries the
+module of that name, and only an unknown name triggers discovery of everything (plus the
+``harness.tasks`` / ``harness.models`` entry-point groups of other installed distributions).
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import pkgutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+from typing import Any, Literal
+
+Kind = Literal["task", "model"]
+
+
+@dataclass(slots=True)
+class Entry:
+    name: str
+    factory: Callable[..., Any]
+    description: str
+    kind: Kind
+    family: str = ""
+    operator: bool = False  # model combinators take other models as positional arguments
+
+
+class UnknownNameError(LookupError):
+    """An unknown task or model name; the message lists the closest known names."""
+
+
+_REGISTRY: dict[Kind, dict[str, Entry]] = {"task": {}, "model": {}}
+_DISCOVERED: dict[Kind, bool] = {"task": False, "model": False}
+_PACKAGES: dict[Kind, str] = {"task": "harness.tasks", "model": "harness.models"}
+
+
+def _first_line(text: str | None) -> str:
+    return (text or "").strip().splitlines()[0] if (text or "").strip() else ""
+
+
+def task(name: str, *, description: str = "", family: str = "") -> Callable[[Any], Any]:
+    """Register a task factory ``f(**options) -> Task``."""
+
+    def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
+        desc = description or _first_line(fn.__doc__)
+        _REGISTRY["task"][name] = Entry(name, fn, desc, "task", family)
+        return fn
+
+    return wrap
+
+
+def model(name: str, *, description: str = "", operator: bool = False) -> Callable[[Any], Any]:
+    """Register a model backend factory ``f(path, **settings) -> Model`` (or an operator
+    ``f(*models, **params) -> Model`` with ``operator=True``)."""
+
+    def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
+        desc = description or _first_line(fn.__doc__)
+        _REGISTRY["model"][name] = Entry(name, fn, desc, "model", operator=operator)
+        return fn
+
+    return wrap
+
+
+def _try_import(module: str) -> bool:
+    try:
+        importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        # only swallow "that module does not exist", never a broken import inside it
+        if exc.name and module.startswith(exc.name) or exc.name == module:
+            return False
+        raise
+    return True
+
+
+def discover(kind: Kind) -> None:
+    """Import every built-in module of a kind and load entry points (once)."""
+    if _DISCOVERED[kind]:
+        return
+    pkg = importlib.import_module(_PACKAGES[kind])
+    for info in pkgutil.iter_modules(pkg.__path__):
+        if not info.name.startswith("_"):
+            importlib.import_module(f"{_PACKAGES[kind]}.{info.name}")
+    group = "harness.tasks" if kind == "task" else "harness.models"
+    for ep in entry_points(group=group):
+        if ep.name in _REGISTRY[kind]:
+            continue
+        obj = ep.load()
+        if callable(obj) and ep.name not in _REGISTRY[kind]:
+            # an entry point may name a module (which registers itself) or a factory
+            if not isinstance(obj, type(importlib)):
+                _REGISTRY[kind][ep.name] = Entry(ep.name, obj, _first_line(obj.__doc__), kind)
+    _DISCOVERED[kind] = True
+
+
+def lookup(kind: Kind, name: str) -> Entry:
+    reg = _REGISTRY[kind]
+    if name in reg:
+        return reg[name]
+    # fast path: a module named after the task/backend (e.g. harness.tasks.gsm8k)
+    if name.isidentifier() and _try_import(f"{_PACKAGES[kind]}.{name}") and name in reg:
+        return reg[name]
+    discover(kind)
+    if name in reg:
+        return reg[name]
+    close = difflib.get_close_matches(name, list(reg), n=3, cutoff=0.5)
+    hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+    raise UnknownNameError(f"unknown {kind} {name!r}{hint} (see `harness {kind}s`)")
+
+
+def entries(kind: Kind) -> list[Entry]:
+    discover(kind)
+    return sorted(_REGISTRY[kind].values(), key=lambda e: e.name)

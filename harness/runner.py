@@ -1,0 +1,491 @@
+"""The evaluation loop: resolve, load, skip what is done, generate, score, commit, aggregate.
+
+Work is cut into chunks of ``model.batch_size`` requests; ``concurrency`` workers take chunks from
+a queue, so per-request API backends get many calls in flight and batching backends (vLLM,
+transformers) get whole batches. Finished samples are buffered and group-committed at least every
+``FLUSH_SECONDS`` (kill -9 loses the in-flight samples and at most that window); rows are inserted
+with ON CONFLICT DO NOTHING on (run, sample, epoch), so a resumed run never duplicates a row.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import os
+import subprocess
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy.orm import Session, sessionmaker
+
+import harness
+from harness.aggregate import aggregate
+from harness.model import Model, close_model
+from harness.modelspec import build_model
+from harness.registry import lookup
+from harness.store import ops
+from harness.store.db import open_db
+from harness.store.schema import RunRow, utcnow
+from harness.task import ScoreContext, Task
+from harness.types import Metric, Output, Request, Sample, Score, Usage, stable_hash
+
+FLUSH_SECONDS = 0.5
+FLUSH_ROWS = 1000
+GENERATION_KEYS = ("temperature", "max_tokens", "top_p", "seed", "stop", "logprobs")
+
+
+class RunConfigError(ValueError):
+    """A run cannot start: bad options, modality mismatch, name clash."""
+
+
+@dataclass
+class EvalConfig:
+    task: str
+    model: str
+    task_options: dict[str, Any] = field(default_factory=dict)
+    model_settings: dict[str, Any] = field(default_factory=dict)
+    judge: str | None = None
+    limit: int | None = None
+    seed: int = 0
+    epochs: int = 1
+    sample_ids: list[str] | None = None
+    concurrency: int | None = None
+    use_cache: bool = True
+    run_name: str | None = None
+    db_url: str | None = None
+    progress: bool = True
+
+    def identity(self, task: Task) -> dict[str, Any]:
+        """What makes two invocations the same run (limit/samples/concurrency only choose how much)."""
+        return {
+            "task": task.name,
+            "task_version": task.version,
+            "task_hash": task.content_hash,
+            "task_options": self.task_options,
+            "model": self.model,
+            "model_settings": self.model_settings,
+            "judge": self.judge,
+            "seed": self.seed,
+            "epochs": self.epochs,
+        }
+
+
+@dataclass
+class RunSummary:
+    run_id: int
+    run_name: str
+    status: str
+    n_planned: int
+    n_skipped: int  # already done before this invocation
+    n_new: int
+    n_errors: int
+    n_unscored: int
+    seconds: float
+    metrics: list[Metric]
+    errors: dict[str, int] = field(default_factory=dict)  # error kind -> count
+
+
+def git_revision() -> str:
+    root = Path(harness.__file__).resolve().parent.parent
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5
+        )
+        return out.stdout.strip() if out.returncode == 0 else ""
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def _slug(text: str) -> str:
+    keep = "".join(c if c.isalnum() or c in "-._" else "-" for c in text)
+    return "-".join(p for p in keep.split("-") if p)[:80]
+
+
+def build_task(name: str, options: dict[str, Any]) -> Task:
+    entry = lookup("task", name)
+    try:
+        task = entry.factory(**options)
+    except TypeError as exc:
+        raise RunConfigError(f"task {name!r}: bad option ({exc})") from None
+    return task
+
+
+def select_samples(task: Task, cfg: EvalConfig) -> list[Sample]:
+    samples = list(task.load())
+    seen: set[str] = set()
+    for s in samples:
+        if s.id in seen:
+            raise RunConfigError(f"task {task.name!r}: duplicate sample id {s.id!r}")
+        seen.add(s.id)
+    if cfg.sample_ids:
+        wanted = set(cfg.sample_ids)
+        missing = wanted - seen
+        if missing:
+            raise RunConfigError(f"unknown sample ids: {', '.join(sorted(missing)[:5])}")
+        samples = [s for s in samples if s.id in wanted]
+    if cfg.limit is not None:
+        samples = samples[: cfg.limit]
+    return samples
+
+
+def _error_kind(exc: BaseException) -> str:
+    name = type(exc).__name__
+    if isinstance(exc, TimeoutError | asyncio.TimeoutError):
+        return "timeout"
+    return name
+
+
+@dataclass
+class _Item:
+    sample: Sample
+    epoch: int
+    request: Request | None = None
+    cache_key: str = ""
+    output: Output | None = None
+    started: float = 0.0
+
+
+class Runner:
+    """One evaluation run against one database. Use :func:`evaluate` for the common case."""
+
+    def __init__(self, cfg: EvalConfig, *, session_factory: sessionmaker[Session] | None = None,
+                 task: Task | None = None, model: Model | None = None,
+                 on_progress: Callable[[int, int], None] | None = None) -> None:
+        self.cfg = cfg
+        self.sessions = session_factory or open_db(cfg.db_url)
+        self.task = task or build_task(cfg.task, cfg.task_options)
+        self._model = model
+        self.buffer: list[dict[str, Any]] = []
+        self.cache_buffer: list[dict[str, Any]] = []
+        self.judgement_buffer: list[dict[str, Any]] = []
+        self.last_flush = time.monotonic()
+        self.on_progress = on_progress
+        self.n_new = self.n_err = self.n_unscored = 0
+        self.error_kinds: dict[str, int] = {}
+
+    # ---- setup -------------------------------------------------------------------------------
+    def prepare_model(self) -> Model:
+        if self._model is None:
+            self._model = build_model(self.cfg.model, self.cfg.model_settings, set(self.task.modalities))
+        missing = set(self.task.modalities) - set(getattr(self._model, "modalities", {"text"}))
+        if missing:
+            raise RunConfigError(
+                f"model {self._model.spec!r} cannot take {sorted(missing)} input that task "
+                f"{self.task.name!r} needs (it takes {sorted(self._model.modalities)})"
+            )
+        return self._model
+
+    def prepare_judge(self) -> tuple[Model | None, str | None]:
+        spec = self.cfg.judge or (self.task.default_judge if self.task.needs_judge else None)
+        if spec is None:
+            return None, None
+        return build_model(spec, {}, {"text"}), spec
+
+    def open_run(self, model: Model, judge_spec: str | None, n_planned: int) -> RunRow:
+        identity = self.cfg.identity(self.task)
+        config_hash = stable_hash(identity)
+        name = self.cfg.run_name or f"{self.task.name}__{_slug(self.cfg.model)}__{config_hash[:8]}"
+        with self.sessions.begin() as s:
+            run = ops.find_run(s, name)
+            if run is not None:
+                if run.config_hash != config_hash:
+                    raise RunConfigError(
+                        f"run {name!r} exists with a different configuration; pick another --run-name"
+                    )
+                run.status = "running"
+                run.n_samples = max(run.n_samples, n_planned)
+                return run
+            task_row = ops.get_or_create_task(
+                s, name=self.task.name, version=self.task.version, content_hash=self.task.content_hash,
+                family=self.task.family, description=self.task.description,
+                modalities=sorted(self.task.modalities), primary_metric=self.task.primary_metric,
+            )
+            backend = self.cfg.model.split(":", 1)[0].split("(", 1)[0]
+            model_row = ops.get_or_create_model(s, model.spec, backend=backend, display_name=self.cfg.model,
+                                                info={"modalities": sorted(model.modalities)})
+            full_config = {**identity, **{k: v for k, v in asdict(self.cfg).items() if k != "db_url"}}
+            run = RunRow(
+                name=name, task_id=task_row.id, model_id=model_row.id, judge_spec=judge_spec,
+                config=full_config, config_hash=config_hash, harness_version=harness.__version__,
+                git_revision=git_revision(), status="running", n_samples=n_planned, started_at=utcnow(),
+            )
+            s.add(run)
+            s.flush()
+            return run
+
+    # ---- per-sample work -----------------------------------------------------------------------
+    def _request(self, item: _Item, model: Model) -> Request:
+        req = self.task.prompt(item.sample)
+        overrides = {k: v for k, v in self.cfg.model_settings.items() if k in GENERATION_KEYS}
+        if req.config.seed is None and "seed" not in overrides:
+            overrides["seed"] = self.cfg.seed + item.epoch
+        if overrides:
+            req.config = req.config.merged(overrides)
+        req.sample_id, req.epoch = item.sample.id, item.epoch
+        return req
+
+    def _row(self, item: _Item, run_id: int, output: Output | None, score: Score | None,
+             error: str | None, error_kind: str | None) -> dict[str, Any]:
+        usage = output.usage if output else Usage()
+        req = item.request
+        return {
+            "run_id": run_id,
+            "sample_id": item.sample.id,
+            "epoch": item.epoch,
+            "input_hash": item.cache_key or (req.fingerprint() if req else ""),
+            "input": {
+                "messages": [m.to_dict() for m in (req.messages if req else item.sample.messages)],
+                "metadata": item.sample.metadata,
+            },
+            "target": item.sample.target,
+            "output": output.text if output else "",
+            "prediction": output.prediction if output else None,
+            "answer": score.answer if score else None,
+            "scores": score.values if score else {},
+            "unscored": score.unscored if score else None,
+            "explanation": score.explanation if score else "",
+            "details": {**(output.details if output else {}), **(score.details if score else {})},
+            "input_tokens": usage.input_tokens,
+            "output_tokens": usage.output_tokens,
+            "calls": usage.calls,
+            "cost": usage.cost,
+            "latency_s": usage.seconds,
+            "cached": bool(output and output.cached),
+            "error": error,
+            "error_kind": error_kind,
+            "created_at": utcnow(),
+        }
+
+    def _record(self, row: dict[str, Any]) -> None:
+        self.buffer.append(row)
+        self.n_new += 1
+        if row["error"] is not None:
+            self.n_err += 1
+            kind = row["error_kind"] or "error"
+            self.error_kinds[kind] = self.error_kinds.get(kind, 0) + 1
+        elif row["unscored"] is not None:
+            self.n_unscored += 1
+
+    def flush(self, run_id: int, force: bool = False) -> None:
+        now = time.monotonic()
+        if not force and len(self.buffer) < FLUSH_ROWS and now - self.last_flush < FLUSH_SECONDS:
+            return
+        self.last_flush = now
+        if not (self.buffer or self.cache_buffer or self.judgement_buffer):
+            return
+        rows, self.buffer = self.buffer, []
+        cache_rows, self.cache_buffer = self.cache_buffer, []
+        judgements, self.judgement_buffer = self.judgement_buffer, []
+        with self.sessions.begin() as s:
+            ops.write_samples(s, rows)
+            ops.cache_put(s, cache_rows)
+            ops.write_judgements(s, judgements)
+            ops.refresh_run_counts(s, run_id)
+
+    async def _score(self, item: _Item, output: Output, ctx: ScoreContext) -> Score:
+        result = self.task.score(item.sample, output, ctx)
+        if inspect.isawaitable(result):
+            result = await result
+        return result  # type: ignore[return-value]
+
+    async def _process_chunk(self, chunk: list[_Item], model: Model, run_id: int, ctx: ScoreContext,
+                             use_cache: bool) -> None:
+        ready: list[_Item] = []
+        for item in chunk:
+            try:
+                item.request = self._request(item, model)
+                item.cache_key = stable_hash([model.spec, item.request.to_dict()])
+                ready.append(item)
+            except Exception as exc:  # bad sample (missing media, malformed field): its own error
+                self._record(self._row(item, run_id, None, None, f"prompt: {exc}", "input"))
+        if use_cache and ready:
+            with self.sessions() as s:
+                hits = ops.cache_get(s, [i.cache_key for i in ready])
+            for item in ready:
+                if item.cache_key in hits:
+                    item.output = Output.from_dict(hits[item.cache_key])
+                    item.output.cached = True
+        todo = [i for i in ready if i.output is None]
+        if todo:
+            t0 = time.perf_counter()
+            try:
+                outputs = await model.generate([i.request for i in todo])  # type: ignore[misc]
+                if len(outputs) != len(todo):
+                    raise RuntimeError(f"model returned {len(outputs)} outputs for {len(todo)} requests")
+            except Exception as exc:
+                msg = f"{type(exc).__name__}: {exc}"
+                for item in todo:
+                    self._record(self._row(item, run_id, None, None, msg, _error_kind(exc)))
+                ready = [i for i in ready if i.output is not None]
+                outputs = []
+            elapsed = time.perf_counter() - t0
+            for item, out in zip(todo, outputs, strict=False):
+                if not out.usage.seconds:
+                    out.usage.seconds = elapsed / len(todo)
+                item.output = out
+                if use_cache and out.error is None:
+                    self.cache_buffer.append(
+                        {"key": item.cache_key, "model_spec": model.spec, "response": out.to_dict(),
+                         "created_at": utcnow()}
+                    )
+        for item in ready:
+            out = item.output
+            assert out is not None
+            if out.error is not None:
+                self._record(self._row(item, run_id, out, None, out.error, "model"))
+                continue
+            try:
+                score = await self._score(item, out, ctx)
+            except Exception as exc:
+                tb = traceback.format_exc(limit=3)
+                self._record(self._row(item, run_id, out, None, f"scorer: {exc}\n{tb}", "scorer"))
+                continue
+            for verdict in score.details.pop("_judgements", []):
+                self.judgement_buffer.append({"run_id": run_id, "sample_id": item.sample.id,
+                                              "epoch": item.epoch, "created_at": utcnow(), **verdict})
+            self._record(self._row(item, run_id, out, score, None, None))
+
+    # ---- main loop ---------------------------------------------------------------------------
+    async def run_async(self) -> RunSummary:
+        t_start = time.perf_counter()
+        samples = select_samples(self.task, self.cfg)
+        model = self.prepare_model()
+        judge, judge_spec = self.prepare_judge()
+        ctx = ScoreContext(judge=judge, judge_spec=judge_spec)
+        planned = [(s, e) for e in range(self.cfg.epochs) for s in samples]
+        run = self.open_run(model, judge_spec, len(planned))
+        ctx.run_id = run.id
+        with self.sessions() as s:
+            done = ops.done_keys(s, run.id)
+        pending = [_Item(s, e) for s, e in planned if (s.id, e) not in done]
+        n_skipped = len(planned) - len(pending)
+        use_cache = self.cfg.use_cache and getattr(model, "cacheable", True)
+        status = "finished"
+        try:
+            if pending and hasattr(model, "fit") and self.task.train is not None:
+                # fit-then-predict backends (training methods) see the train split once
+                model.fit(list(self.task.train()))  # type: ignore[attr-defined]
+            await self._drive(pending, model, run.id, ctx, use_cache, n_skipped, len(planned))
+        except (KeyboardInterrupt, asyncio.CancelledError):
+            status = "interrupted"
+            raise
+        except Exception:
+            status = "failed"
+            raise
+        finally:
+            self.flush(run.id, force=True)
+            metrics = self.finalize(run.id, status)
+            await close_model(model)
+            if judge is not None:
+                await close_model(judge)
+        return RunSummary(run.id, run.name, status, len(planned), n_skipped, self.n_new, self.n_err,
+                          self.n_unscored, time.perf_counter() - t_start, metrics, self.error_kinds)
+
+    async def _drive(self, pending: list[_Item], model: Model, run_id: int, ctx: ScoreContext,
+                     use_cache: bool, n_skipped: int, n_total: int) -> None:
+        batch = max(1, int(getattr(model, "batch_size", 1) or 1))
+        concurrency = self.cfg.concurrency or int(getattr(model, "concurrency", 1) or 1)
+        chunks = [pending[i : i + batch] for i in range(0, len(pending), batch)]
+        queue: asyncio.Queue[list[_Item]] = asyncio.Queue()
+        for c in chunks:
+            queue.put_nowait(c)
+        progress = _Progress(self.cfg.progress, n_total, n_skipped, f"{self.task.name} · {self.cfg.model}")
+
+        async def worker() -> None:
+            while True:
+                try:
+                    chunk = queue.get_nowait()
+                except asyncio.QueueEmpty:
+                    return
+                before = self.n_new
+                await self._process_chunk(chunk, model, run_id, ctx, use_cache)
+                progress.advance(self.n_new - before, self.n_err)
+                if self.on_progress:
+                    self.on_progress(n_skipped + self.n_new, n_total)
+                self.flush(run_id)
+
+        async def ticker() -> None:  # commit at least every FLUSH_SECONDS even while calls hang
+            while True:
+                await asyncio.sleep(FLUSH_SECONDS)
+                self.flush(run_id)
+
+        tick = asyncio.create_task(ticker())
+        try:
+            with progress:
+                await asyncio.gather(*(worker() for _ in range(min(concurrency, len(chunks)) or 1)))
+        finally:
+            tick.cancel()
+
+    def finalize(self, run_id: int, status: str) -> list[Metric]:
+        with self.sessions.begin() as s:
+            records = ops.load_records(s, run_id)
+            metrics = aggregate(self.task, records, seed=self.cfg.seed)
+            ops.replace_metrics(s, run_id, metrics)
+            ops.refresh_run_counts(s, run_id)
+            ops.finish_run(s, run_id, status)
+        return metrics
+
+    def run(self) -> RunSummary:
+        return asyncio.run(self.run_async())
+
+
+class _Progress:
+    """rich progress bar with rate and ETA; silent when disabled or not on a terminal."""
+
+    def __init__(self, enabled: bool, total: int, done: int, label: str) -> None:
+        self.bar = None
+        if enabled and os.isatty(2):
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeElapsedColumn,
+                TimeRemainingColumn,
+            )
+
+            self.bar = Progress(
+                TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                TextColumn("{task.fields[rate]:.1f}/s"), TextColumn("errors {task.fields[errors]}"),
+                TimeElapsedColumn(), TimeRemainingColumn(), transient=False,
+            )
+            self.tid = self.bar.add_task(label, total=total, completed=done, rate=0.0, errors=0)
+            self.t0 = time.monotonic()
+            self.n = 0
+
+    def __enter__(self) -> _Progress:
+        if self.bar:
+            self.bar.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.bar:
+            self.bar.__exit__(*exc)
+
+    def advance(self, n: int, errors: int) -> None:
+        if self.bar:
+            self.n += n
+            rate = self.n / max(time.monotonic() - self.t0, 1e-9)
+            self.bar.update(self.tid, advance=n, rate=rate, errors=errors)
+
+
+def evaluate(cfg: EvalConfig, **kwargs: Any) -> RunSummary:
+    return Runner(cfg, **kwargs).run()
+
+
+def score_samples(task: Task, samples: Sequence[Sample], outputs: Sequence[Output]) -> list[Score]:
+    """Score outputs outside a run (used by tests and by ``harness rescore``)."""
+
+    async def go() -> list[Score]:
+        ctx = ScoreContext()
+        out = []
+        for s, o in zip(samples, outputs, strict=True):
+            r = task.score(s, o, ctx)
+            out.append(await r if inspect.isawaitable(r) else r)
+        return out
+
+    return asyncio.run(go())

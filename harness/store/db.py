@@ -1,0 +1,96 @@
+"""Engine creation, URL handling and the migration check.
+
+SQLite (WAL) at ``./harness.db`` by default; PostgreSQL (or anything SQLAlchemy speaks) through
+``HARNESS_DB_URL`` / ``--db``. A brand-new database is migrated to head automatically (zero set-up);
+an existing one at an older revision is refused with a message to run ``harness db upgrade``, so a
+run never writes into a schema it does not understand.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from sqlalchemy import Engine, create_engine, event, inspect, text
+from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
+from sqlalchemy.orm import Session, sessionmaker
+
+MIGRATIONS = Path(__file__).resolve().parent / "migrations"
+HEAD_REVISION = "0001"  # keep equal to the newest file in migrations/versions (a test checks)
+
+
+class DatabaseError(RuntimeError):
+    """A one-line, user-facing database problem (bad URL, unreachable, needs migration)."""
+
+
+def default_url() -> str:
+    return os.environ.get("HARNESS_DB_URL") or "sqlite:///harness.db"
+
+
+def _sqlite_pragmas(dbapi_conn, _record) -> None:  # type: ignore[no-untyped-def]
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: durable at checkpoint, fast commits
+    cur.execute("PRAGMA foreign_keys=ON")
+    cur.execute("PRAGMA busy_timeout=30000")
+    cur.close()
+
+
+def make_engine(url: str | None = None) -> Engine:
+    url = url or default_url()
+    try:
+        if url.startswith("sqlite"):
+            engine = create_engine(url, connect_args={"timeout": 30})
+            event.listen(engine, "connect", _sqlite_pragmas)
+        else:
+            engine = create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20)
+    except (ArgumentError, NoSuchModuleError) as exc:
+        raise DatabaseError(f"bad database URL {url!r}: {exc}") from None
+    except ModuleNotFoundError as exc:
+        raise DatabaseError(
+            f"database driver {exc.name!r} missing for {url!r} (pip install 'harness[postgres]')"
+        ) from None
+    return engine
+
+
+def current_revision(engine: Engine) -> str | None:
+    """The Alembic revision stamped in the database, or None for an empty database."""
+    try:
+        with engine.connect() as conn:
+            if not inspect(conn).has_table("alembic_version"):
+                if inspect(conn).has_table("runs"):
+                    raise DatabaseError("database has harness tables but no alembic_version stamp")
+                return None
+            return conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
+    except OperationalError as exc:
+        raise DatabaseError(f"cannot open database {engine.url!r}: {exc.orig}") from None
+
+
+def alembic_config(engine: Engine):  # type: ignore[no-untyped-def]
+    from alembic.config import Config
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS))
+    cfg.attributes["engine"] = engine
+    return cfg
+
+
+def upgrade(engine: Engine, revision: str = "head") -> str | None:
+    from alembic import command
+
+    command.upgrade(alembic_config(engine), revision)
+    return current_revision(engine)
+
+
+def open_db(url: str | None = None, *, auto_create: bool = True) -> sessionmaker[Session]:
+    """Engine + session factory for a database that is at the head revision."""
+    engine = make_engine(url)
+    rev = current_revision(engine)
+    if rev is None and auto_create:
+        upgrade(engine)
+    elif rev != HEAD_REVISION:
+        raise DatabaseError(
+            f"database {engine.url!r} is at revision {rev}, this harness needs {HEAD_REVISION}: "
+            "run `harness db upgrade`"
+        )
+    return sessionmaker(engine, expire_on_commit=False)

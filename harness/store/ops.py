@@ -1,0 +1,156 @@
+"""Reads and writes the runner and CLI need, in bulk and idempotently.
+
+Sample rows go in with INSERT ... ON CONFLICT DO NOTHING on (run, sample, epoch), so a resumed or
+doubly-submitted sample can never produce a second row, on SQLite and PostgreSQL alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from sqlalchemy import Table, delete, func, select, update
+from sqlalchemy.orm import Session
+
+from harness.store.schema import (
+    CacheRow,
+    JudgementRow,
+    MetricRow,
+    ModelRow,
+    RunRow,
+    SampleResultRow,
+    TaskRow,
+    utcnow,
+)
+from harness.task import SampleRecord
+from harness.types import Metric
+
+
+def insert_ignore(session: Session, table: Table, rows: Sequence[dict[str, Any]], keys: list[str]) -> None:
+    if not rows:
+        return
+    dialect = session.get_bind().dialect.name
+    if dialect == "sqlite":
+        from sqlalchemy.dialects.sqlite import insert
+    elif dialect == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert
+    else:  # pragma: no cover - other engines: plain insert, the unique constraint still guards
+        from sqlalchemy import insert  # type: ignore[assignment]
+
+        session.execute(insert(table), list(rows))
+        return
+    session.execute(insert(table).on_conflict_do_nothing(index_elements=keys), list(rows))
+
+
+def get_or_create_task(session: Session, **fields: Any) -> TaskRow:
+    row = session.scalar(
+        select(TaskRow).where(
+            TaskRow.name == fields["name"],
+            TaskRow.version == fields["version"],
+            TaskRow.content_hash == fields["content_hash"],
+        )
+    )
+    if row is None:
+        row = TaskRow(**fields)
+        session.add(row)
+        session.flush()
+    return row
+
+
+def get_or_create_model(session: Session, spec: str, **fields: Any) -> ModelRow:
+    row = session.scalar(select(ModelRow).where(ModelRow.spec == spec))
+    if row is None:
+        row = ModelRow(spec=spec, **fields)
+        session.add(row)
+        session.flush()
+    return row
+
+
+def find_run(session: Session, name_or_id: str) -> RunRow | None:
+    row = session.scalar(select(RunRow).where(RunRow.name == name_or_id))
+    if row is None and name_or_id.isdigit():
+        row = session.get(RunRow, int(name_or_id))
+    return row
+
+
+def done_keys(session: Session, run_id: int) -> set[tuple[str, int]]:
+    rows = session.execute(
+        select(SampleResultRow.sample_id, SampleResultRow.epoch).where(SampleResultRow.run_id == run_id)
+    )
+    return {(sid, ep) for sid, ep in rows}
+
+
+def write_samples(session: Session, rows: Sequence[dict[str, Any]]) -> None:
+    insert_ignore(session, SampleResultRow.__table__, rows, ["run_id", "sample_id", "epoch"])
+
+
+def refresh_run_counts(session: Session, run_id: int) -> None:
+    n_done, n_err, cost = session.execute(
+        select(
+            func.count(SampleResultRow.id),
+            func.count(SampleResultRow.error),
+            func.coalesce(func.sum(SampleResultRow.cost), 0.0),
+        ).where(SampleResultRow.run_id == run_id)
+    ).one()
+    session.execute(
+        update(RunRow).where(RunRow.id == run_id).values(n_done=n_done, n_errors=n_err, total_cost=cost)
+    )
+
+
+def cache_get(session: Session, keys: Iterable[str]) -> dict[str, dict[str, Any]]:
+    keys = list(keys)
+    out: dict[str, dict[str, Any]] = {}
+    for i in range(0, len(keys), 500):  # stay under SQLite's bound-parameter limit
+        chunk = keys[i : i + 500]
+        for key, resp in session.execute(select(CacheRow.key, CacheRow.response).where(CacheRow.key.in_(chunk))):
+            out[key] = resp
+    return out
+
+
+def cache_put(session: Session, entries: Sequence[dict[str, Any]]) -> None:
+    insert_ignore(session, CacheRow.__table__, entries, ["key"])
+
+
+def write_judgements(session: Session, rows: Sequence[dict[str, Any]]) -> None:
+    if rows:
+        session.execute(JudgementRow.__table__.insert(), list(rows))
+
+
+def replace_metrics(session: Session, run_id: int, metrics: Iterable[Metric]) -> None:
+    session.execute(delete(MetricRow).where(MetricRow.run_id == run_id))
+    rows = [
+        {
+            "run_id": run_id,
+            "name": m.name,
+            "value": m.value,
+            "ci_low": m.ci_low,
+            "ci_high": m.ci_high,
+            "n": m.n,
+            "breakdown_key": m.breakdown_key,
+            "breakdown_value": m.breakdown_value,
+        }
+        for m in metrics
+    ]
+    if rows:
+        session.execute(MetricRow.__table__.insert(), rows)
+
+
+def load_records(session: Session, run_id: int) -> list[SampleRecord]:
+    q = select(
+        SampleResultRow.sample_id,
+        SampleResultRow.epoch,
+        SampleResultRow.scores,
+        SampleResultRow.unscored,
+        SampleResultRow.error,
+        SampleResultRow.input,
+        SampleResultRow.cost,
+        SampleResultRow.details,
+    ).where(SampleResultRow.run_id == run_id)
+    return [
+        SampleRecord(sid, ep, scores or {}, uns, err, (inp or {}).get("metadata", {}), cost or 0.0, det or {})
+        for sid, ep, scores, uns, err, inp, cost, det in session.execute(q)
+    ]
+
+
+def finish_run(session: Session, run_id: int, status: str) -> None:
+    session.execute(update(RunRow).where(RunRow.id == run_id).values(status=status, finished_at=utcnow()))

@@ -1,0 +1,71 @@
+"""The task protocol: a dataclass of plain functions, built by a registered factory.
+
+A task family module does::
+
+    @task("gsm8k", description="Grade-school maths, final-answer exact match", family="text")
+    def gsm8k(data_dir: str | None = None) -> Task:
+        return Task(name="gsm8k", version="1", load=..., prompt=..., score=...)
+
+``harness eval -T key=value`` passes options to the factory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from harness.types import Metric, Output, Request, Sample, Score
+
+if TYPE_CHECKING:
+    from harness.model import Model
+
+
+@dataclass(slots=True)
+class ScoreContext:
+    """What a scorer may use besides the sample and output: the judge model (if any)."""
+
+    judge: Model | None = None
+    judge_spec: str | None = None
+    run_id: int | None = None
+
+
+@dataclass(slots=True)
+class SampleRecord:
+    """A finished sample as the aggregator sees it (also rebuilt from stored rows)."""
+
+    sample_id: str
+    epoch: int
+    scores: dict[str, float]
+    unscored: str | None
+    error: str | None
+    metadata: dict[str, Any]
+    cost: float = 0.0
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+ScoreFn = Callable[[Sample, Output, ScoreContext], "Score | Awaitable[Score]"]
+
+
+@dataclass
+class Task:
+    name: str
+    version: str
+    load: Callable[[], Iterable[Sample]]
+    prompt: Callable[[Sample], Request]
+    score: ScoreFn
+    description: str = ""
+    family: str = ""
+    modalities: frozenset[str] = frozenset({"text"})
+    primary_metric: str = "accuracy"
+    # metadata keys whose values get their own metric rows (category, modality, duration bin, ...)
+    breakdowns: tuple[str, ...] = ()
+    # custom aggregation; default: mean of every score value with bootstrap CI, plus breakdowns
+    aggregate: Callable[[list[SampleRecord]], list[Metric]] | None = None
+    # hash of the data and anything else that changes what is measured (files, prompts)
+    content_hash: str = ""
+    default_judge: str | None = None
+    needs_judge: bool = False
+    options: dict[str, Any] = field(default_factory=dict)
+    # train split for fit-then-predict backends (training methods as models)
+    train: Callable[[], Iterable[Sample]] | None = None

@@ -1,0 +1,233 @@
+"""Core value types shared by tasks, models, the runner and the store.
+
+Everything here is a plain dataclass that round-trips through JSON (``to_dict``/``from_dict``),
+because every one of these objects ends up in a database row or a cache entry.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+PartType = Literal["text", "image", "video", "audio", "points", "mesh"]
+MEDIA_TYPES: tuple[str, ...] = ("image", "video", "audio", "points", "mesh")
+
+
+@dataclass(slots=True)
+class Part:
+    """One piece of a message: text, or a media file (image, video, audio, point cloud, mesh).
+
+    ``path`` is a local file path (or URL for API backends that accept one); ``options`` carries
+    per-part hints such as ``{"fps": 1, "max_frames": 32}`` for video.
+    """
+
+    type: PartType
+    text: str | None = None
+    path: str | None = None
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"type": self.type}
+        if self.text is not None:
+            out["text"] = self.text
+        if self.path is not None:
+            out["path"] = self.path
+        if self.options:
+            out["options"] = self.options
+        return out
+
+    @staticmethod
+    def from_dict(d: dict[str, Any]) -> Part:
+        return Part(d["type"], d.get("text"), d.get("path"), dict(d.get("options") or {}))
+
+
+@dataclass(slots=True)
+class Message:
+    role: Literal["system", "user", "assistant"]
+    content: list[Part]
+
+    @staticmethod
+    def text(role: Literal["system", "user", "assistant"], text: str) -> Message:
+        return Message(role, [Part("text", text)])
+
+    @property
+    def text_content(self) -> str:
+        return "".join(p.text or "" for p in self.content if p.type == "text")
+
+    @property
+    def modalities(self) -> set[str]:
+        return {p.type for p in self.content}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"role": self.role, "content": [p.to_dict() for p in self.content]}
+
+    @staticmethod
+    def from_dict(d: dict[str, Any]) -> Message:
+        content = d["content"]
+        if isinstance(content, str):  # accept the common OpenAI shorthand
+            return Message(d["role"], [Part("text", content)])
+        return Message(d["role"], [Part.from_dict(p) for p in content])
+
+
+@dataclass(slots=True)
+class Sample:
+    """One evaluation item. ``id`` is stable across runs: resume and paired comparison key on it."""
+
+    id: str
+    messages: list[Message]
+    target: Any = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def modalities(self) -> set[str]:
+        out: set[str] = set()
+        for m in self.messages:
+            out |= m.modalities
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "messages": [m.to_dict() for m in self.messages],
+            "target": self.target,
+            "metadata": self.metadata,
+        }
+
+
+@dataclass(slots=True)
+class GenerationConfig:
+    """Sampling settings; ``extra`` passes backend-specific keys through untouched."""
+
+    temperature: float = 0.0
+    max_tokens: int = 256
+    top_p: float = 1.0
+    seed: int | None = None
+    stop: list[str] = field(default_factory=list)
+    logprobs: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def merged(self, overrides: dict[str, Any]) -> GenerationConfig:
+        """A copy with known keys replaced and unknown keys moved into ``extra``."""
+        known = {k: v for k, v in overrides.items() if k in _GEN_FIELDS and k != "extra"}
+        extra = {**self.extra, **{k: v for k, v in overrides.items() if k not in _GEN_FIELDS}}
+        data = {**asdict(self), **known, "extra": extra}
+        return GenerationConfig(**data)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+_GEN_FIELDS = set(GenerationConfig.__dataclass_fields__)
+
+
+@dataclass(slots=True)
+class Request:
+    """What a model is asked: a conversation plus generation settings."""
+
+    messages: list[Message]
+    config: GenerationConfig = field(default_factory=GenerationConfig)
+    sample_id: str = ""
+    epoch: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"messages": [m.to_dict() for m in self.messages], "config": self.config.to_dict()}
+
+    def fingerprint(self) -> str:
+        """Hash of what determines the reply (not the sample id): the cache and input-hash key."""
+        return stable_hash(self.to_dict())
+
+
+@dataclass(slots=True)
+class Usage:
+    input_tokens: int = 0
+    output_tokens: int = 0
+    calls: int = 0
+    seconds: float = 0.0
+    cost: float = 0.0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            self.calls + other.calls,
+            self.seconds + other.seconds,
+            self.cost + other.cost,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @staticmethod
+    def from_dict(d: dict[str, Any] | None) -> Usage:
+        return Usage(**d) if d else Usage()
+
+
+@dataclass(slots=True)
+class Output:
+    """A model's reply. ``error`` set means the call failed; the sample is stored with it."""
+
+    text: str = ""
+    prediction: Any = None  # structured prediction (scene graph, class id, mesh path, ...)
+    usage: Usage = field(default_factory=Usage)
+    error: str | None = None
+    logprobs: list[dict[str, Any]] | None = None
+    cached: bool = False
+    details: dict[str, Any] = field(default_factory=dict)  # e.g. operator traces, raw replies
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "text": self.text,
+            "prediction": self.prediction,
+            "usage": self.usage.to_dict(),
+            "error": self.error,
+            "logprobs": self.logprobs,
+            "details": self.details,
+        }
+
+    @staticmethod
+    def from_dict(d: dict[str, Any]) -> Output:
+        return Output(
+            text=d.get("text", ""),
+            prediction=d.get("prediction"),
+            usage=Usage.from_dict(d.get("usage")),
+            error=d.get("error"),
+            logprobs=d.get("logprobs"),
+            details=d.get("details") or {},
+        )
+
+
+@dataclass(slots=True)
+class Score:
+    """Named values for one sample. ``unscored`` (with a reason) is not the same as 0: the sample
+    is left out of the metric's mean and counted separately."""
+
+    values: dict[str, float] = field(default_factory=dict)
+    explanation: str = ""
+    answer: str | None = None  # the extracted answer the values were computed on
+    unscored: str | None = None
+    details: dict[str, Any] = field(default_factory=dict)  # judge verdicts, per-criterion marks
+
+    @staticmethod
+    def not_scored(reason: str, **details: Any) -> Score:
+        return Score(unscored=reason, details=dict(details))
+
+
+@dataclass(slots=True)
+class Metric:
+    """One aggregate number with its uncertainty; breakdown rows carry a key and value."""
+
+    name: str
+    value: float
+    ci_low: float | None = None
+    ci_high: float | None = None
+    n: int = 0
+    breakdown_key: str = ""
+    breakdown_value: str = ""
+
+
+def stable_hash(obj: Any) -> str:
+    """sha256 of canonical JSON; dict order never changes the key."""
+    data = json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return hashlib.sha256(data.encode()).hexdigest()

@@ -1,0 +1,62 @@
+"""Instant built-in models for smoke tests and overhead benchmarks (no weights, no network).
+
+- ``builtin:echo``     replies with the last user message's text;
+- ``builtin:constant`` replies with ``-M text=...`` (default empty);
+- ``builtin:number``   replies ``#### N`` with the last number of the last user message.
+They answer a whole batch in one call and are not cached (a cache lookup would cost more than them).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness.registry import model
+from harness.types import Output, Request, Usage
+
+_NUM = re.compile(r"-?\d+(?:\.\d+)?")
+
+
+@dataclass
+class BuiltinModel:
+    kind: str
+    text: str = ""
+    spec: str = ""
+    batch_size: int = 1024
+    concurrency: int = 1
+    cacheable: bool = False
+    modalities: frozenset[str] = field(default_factory=lambda: frozenset(
+        {"text", "image", "video", "audio", "points", "mesh"}))
+
+    def reply(self, request: Request) -> str:
+        last = next((m for m in reversed(request.messages) if m.role == "user"), None)
+        text = last.text_content if last else ""
+        if self.kind == "echo":
+            return text
+        if self.kind == "number":
+            nums = _NUM.findall(text)
+            return f"#### {nums[-1]}" if nums else "#### 0"
+        return self.text
+
+    async def generate(self, requests: Sequence[Request]) -> list[Output]:
+        out = []
+        for r in requests:
+            text = self.reply(r)
+            n_in = sum(len(m.text_content.split()) for m in r.messages)
+            out.append(Output(text=text, usage=Usage(input_tokens=n_in, output_tokens=len(text.split()), calls=1)))
+        return out
+
+
+KINDS = ("echo", "constant", "number")
+
+
+@model("builtin", description="Instant offline models: builtin:echo, builtin:constant, builtin:number")
+def builtin(path: str | None, **settings: Any) -> BuiltinModel:
+    kind = path or "echo"
+    if kind not in KINDS:
+        raise ValueError(f"unknown builtin model {kind!r}; choose one of {', '.join(KINDS)}")
+    text = str(settings.get("text", ""))
+    spec = f"builtin:{kind}" + (f"?text={text}" if text else "")
+    return BuiltinModel(kind, text, spec)
