@@ -16,7 +16,12 @@ from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
-HEAD_REVISION = "0001"  # keep equal to the newest file in migrations/versions (a test checks)
+
+
+def head_revision() -> str:
+    """Newest migration id. Files are named ``NNNN_what.py`` with ``revision = "NNNN"`` and each
+    revises the one before, so the head is the largest number (no Alembic import at start-up)."""
+    return max(p.name.split("_", 1)[0] for p in (MIGRATIONS / "versions").glob("[0-9]*_*.py"))
 
 
 class DatabaseError(RuntimeError):
@@ -88,9 +93,9 @@ def open_db(url: str | None = None, *, auto_create: bool = True) -> sessionmaker
     rev = current_revision(engine)
     if rev is None and auto_create:
         upgrade(engine)
-    elif rev != HEAD_REVISION:
+    elif rev != head_revision():
         raise DatabaseError(
-            f"database {engine.url!r} is at revision {rev}, this harness needs {HEAD_REVISION}: "
+            f"database {engine.url!r} is at revision {rev}, this harness needs {head_revision()}: "
             "run `harness db upgrade`"
         )
     return sessionmaker(engine, expire_on_commit=False)

@@ -1,0 +1,55 @@
+"""Shared fixtures: real databases (a SQLite file and a PostgreSQL server) for store tests.
+
+``db_url`` is parametrised over both engines; the PostgreSQL variant creates a fresh database on
+the server that tests/setup.d/10-postgres.sh started (HARNESS_TEST_PG_URL). Under CI a missing
+server is a failure, not a skip.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+
+
+def _pg_admin_url() -> str | None:
+    url = os.environ.get("HARNESS_TEST_PG_URL")
+    if not url:
+        if os.environ.get("CI"):
+            pytest.fail("HARNESS_TEST_PG_URL is not set: tests/run.sh should have started PostgreSQL")
+        pytest.skip("no PostgreSQL server (run the suite through tests/run.sh)")
+    return url
+
+
+@pytest.fixture
+def sqlite_url(tmp_path) -> str:
+    return f"sqlite:///{tmp_path / 'harness.db'}"
+
+
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    from sqlalchemy import create_engine, text
+
+    admin = _pg_admin_url()
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    engine = create_engine(admin, isolation_level="AUTOCOMMIT")
+    with engine.connect() as conn:
+        conn.execute(text(f"CREATE DATABASE {name}"))
+    base = admin.rsplit("/", 1)[0]
+    yield f"{base}/{name}"
+    with engine.connect() as conn:
+        conn.execute(text(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+    engine.dispose()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def db_url(request) -> str:
+    if request.param == "sqlite":
+        return request.getfixturevalue("sqlite_url")
+    return request.getfixturevalue("pg_url")

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# The whole test suite, from a fresh clone: installs what the tests need, starts the services they
+# use (PostgreSQL on 127.0.0.1, ...), then runs pytest. `.ci/run` calls exactly this script.
+# Each tests/setup.d/NN-*.sh fragment installs/starts one thing and may export variables.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export HARNESS_ROOT="$PWD"
+export PIP_DISABLE_PIP_VERSION_CHECK=1 OMP_NUM_THREADS=1 HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+export HARNESS_CACHE_DIR="${HARNESS_CACHE_DIR:-$HOME/.cache/harness}"
+mkdir -p "$HARNESS_CACHE_DIR"
+for fragment in tests/setup.d/*.sh; do
+  echo "== setup: $fragment"
+  # shellcheck disable=SC1090
+  source "$fragment"
+done
+echo "== pytest"
+python -m pytest -q -p no:cacheprovider "$@"
