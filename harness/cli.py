@@ -280,6 +280,21 @@ def db_current(db: DbOpt = None) -> None:
         fail(str(exc))
 
 
+def _register_plugins() -> None:
+    """Each module in harness/commands/ adds its commands with ``register(app)`` (kept light:
+    heavy imports go inside the command functions)."""
+    import importlib
+    import pkgutil
+
+    import harness.commands as pkg
+
+    for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda i: i.name):
+        importlib.import_module(f"harness.commands.{info.name}").register(app)
+
+
+_register_plugins()
+
+
 def main() -> None:
     try:
         app()

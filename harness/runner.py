@@ -344,7 +344,9 @@ class Runner:
                 tb = traceback.format_exc(limit=3)
                 self._record(self._row(item, run_id, out, None, f"scorer: {exc}\n{tb}", "scorer"))
                 continue
-            for verdict in score.details.pop("_judgements", []):
+            # judge verdict records (harness.judge.attach) become rows of the judgements table;
+            # the details keep a copy so the per-sample view shows them
+            for verdict in score.details.get("_judgements", []):
                 self.judgement_buffer.append({"run_id": run_id, "sample_id": item.sample.id,
                                               "epoch": item.epoch, "created_at": utcnow(), **verdict})
             self._record(self._row(item, run_id, out, score, None, None))
@@ -355,7 +357,7 @@ class Runner:
         samples = select_samples(self.task, self.cfg)
         model = self.prepare_model()
         judge, judge_spec = self.prepare_judge()
-        ctx = ScoreContext(judge=judge, judge_spec=judge_spec)
+        ctx = ScoreContext(judge=judge, judge_spec=judge_spec, sessions=self.sessions)
         planned = [(s, e) for e in range(self.cfg.epochs) for s in samples]
         run = self.open_run(model, judge_spec, len(planned))
         ctx.run_id = run.id

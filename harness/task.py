@@ -28,6 +28,7 @@ class ScoreContext:
     judge: Model | None = None
     judge_spec: str | None = None
     run_id: int | None = None
+    sessions: Any = None  # sessionmaker of the results DB (judge verdict cache); None outside runs
 
 
 @dataclass(slots=True)
