@@ -4,10 +4,13 @@
 - ``builtin:constant`` replies with ``-M text=...`` (default empty);
 - ``builtin:number``   replies ``#### N`` with the last number of the last user message.
 They answer a whole batch in one call and are not cached (a cache lookup would cost more than them).
+Settings: ``batch_size``, ``concurrency``, ``delay`` (seconds slept per call: a stand-in for a slow
+backend in crash/resume tests), ``cacheable`` (cache them anyway, to test the cache).
 """
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -27,6 +30,7 @@ class BuiltinModel:
     batch_size: int = 1024
     concurrency: int = 1
     cacheable: bool = False
+    delay: float = 0.0
     modalities: frozenset[str] = field(default_factory=lambda: frozenset(
         {"text", "image", "video", "audio", "points", "mesh"}))
 
@@ -41,6 +45,8 @@ class BuiltinModel:
         return self.text
 
     async def generate(self, requests: Sequence[Request]) -> list[Output]:
+        if self.delay:
+            await asyncio.sleep(self.delay)
         out = []
         for r in requests:
             text = self.reply(r)
@@ -59,4 +65,10 @@ def builtin(path: str | None, **settings: Any) -> BuiltinModel:
         raise ValueError(f"unknown builtin model {kind!r}; choose one of {', '.join(KINDS)}")
     text = str(settings.get("text", ""))
     spec = f"builtin:{kind}" + (f"?text={text}" if text else "")
-    return BuiltinModel(kind, text, spec)
+    return BuiltinModel(
+        kind, text, spec,
+        batch_size=int(settings.get("batch_size", 1024)),
+        concurrency=int(settings.get("concurrency", 1)),
+        cacheable=bool(settings.get("cacheable", False)),
+        delay=float(settings.get("delay", 0.0)),
+    )
