@@ -1,0 +1,223 @@
+"""The sandbox contains what untrusted code does: time, memory, processes, network, filesystem."""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import uuid
+from pathlib import Path
+
+import pytest
+
+from harness.sandbox import namespaces_available, run_python, run_sandboxed
+
+REPO = Path(__file__).resolve().parents[1]
+full_isolation = pytest.mark.skipif(not namespaces_available(), reason="needs root and unshare (namespaces)")
+
+
+def test_normal_code_returns_stdout_and_runs_in_private_dir() -> None:
+    result = run_python("import os; print('hello', 6 * 7); print(os.getcwd())", timeout_s=20, memory_mb=1024)
+    try:
+        assert result.status == "ok", result.stderr
+        assert result.returncode == 0
+        lines = result.stdout.splitlines()
+        assert lines[0] == "hello 42"
+        assert Path(lines[1]) == result.workdir
+        assert result.workdir.is_dir()
+    finally:
+        result.cleanup()
+    assert not result.workdir.exists()
+
+
+def test_cwd_files_stdin_env_and_clean_environment() -> None:
+    os.environ["HARNESS_SANDBOX_SECRET_TEST"] = "leak"
+    code = (
+        "import os, sys\n"
+        "print(open('data/in.txt').read().strip(), sys.stdin.read().strip(), os.environ.get('MINE'),"
+        " os.environ.get('HARNESS_SANDBOX_SECRET_TEST'), os.environ['HOME'] == os.getcwd())\n"
+    )
+    result = run_python(
+        code, timeout_s=20, memory_mb=1024, cwd_files={"data/in.txt": "file"}, env={"MINE": "env"}, stdin="input"
+    )
+    result.cleanup()
+    assert result.status == "ok", result.stderr
+    assert result.stdout.split() == ["file", "input", "env", "None", "True"]
+
+
+def test_error_exit_is_error_with_traceback() -> None:
+    result = run_python("raise ValueError('boom')", timeout_s=20, memory_mb=1024)
+    result.cleanup()
+    assert result.status == "error"
+    assert result.returncode != 0
+    assert "ValueError: boom" in result.stderr
+
+
+def test_infinite_loop_times_out() -> None:
+    result = run_python("while True:\n    pass\n", timeout_s=2, memory_mb=1024)
+    result.cleanup()
+    assert result.status == "timeout"
+    assert 1.5 < result.seconds < 10
+
+
+def test_sleeping_process_hits_wall_clock_not_cpu() -> None:
+    result = run_python("import time; time.sleep(60)", timeout_s=1.5, memory_mb=1024)
+    result.cleanup()
+    assert result.status == "timeout"
+    assert result.seconds < 10
+
+
+def test_unbounded_allocation_ends_as_memory() -> None:
+    code = "chunks = []\nwhile True:\n    chunks.append(bytearray(50_000_000))\n"
+    result = run_python(code, timeout_s=30, memory_mb=400)
+    result.cleanup()
+    assert result.status == "memory", (result.status, result.stderr[-500:])
+
+
+@full_isolation
+def test_fork_bomb_is_contained() -> None:
+    # Each child forks forever; RLIMIT_NPROC under the sandbox's own uid stops growth, and the PID
+    # namespace takes every survivor down with the timeout.
+    code = (
+        "import os, time\n"
+        "n = 0\n"
+        "while True:\n"
+        "    try:\n"
+        "        os.fork()\n"
+        "        n += 1\n"
+        "    except OSError:\n"
+        "        time.sleep(0.05)\n"
+    )
+    result = run_python(code, timeout_s=3, memory_mb=256, nproc=32)
+    result.cleanup()
+    assert result.status == "timeout"
+    assert result.seconds < 15
+    # nothing of it survives: no process runs under the sandbox uid range any more
+    leftover = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            uid = os.stat(f"/proc/{pid}").st_uid
+        except FileNotFoundError:
+            continue
+        if 200_000 <= uid <= 299_999:
+            leftover.append(pid)
+    assert leftover == []
+
+
+@full_isolation
+def test_fork_count_is_capped() -> None:
+    code = (
+        "import os, time\n"
+        "alive = 0\n"
+        "for _ in range(200):\n"
+        "    try:\n"
+        "        if os.fork() == 0:\n"
+        "            time.sleep(5)\n"
+        "            os._exit(0)\n"
+        "        alive += 1\n"
+        "    except OSError:\n"
+        "        break\n"
+        "print(alive, flush=True)\n"
+        "os._exit(0)\n"
+    )
+    result = run_python(code, timeout_s=20, memory_mb=256, nproc=16)
+    result.cleanup()
+    assert result.status == "ok", result.stderr
+    assert int(result.stdout.strip()) < 16
+
+
+@full_isolation
+def test_socket_connect_to_local_listening_port_fails() -> None:
+    server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    port = server.getsockname()[1]
+    accepted: list[object] = []
+
+    def accept() -> None:
+        server.settimeout(8)
+        try:
+            accepted.append(server.accept())
+        except OSError:
+            pass
+
+    thread = threading.Thread(target=accept)
+    thread.start()
+    # sanity: the port really is reachable from outside the sandbox
+    probe = socket.create_connection(("127.0.0.1", port), timeout=5)
+    probe.close()
+    thread.join()
+    assert len(accepted) == 1
+    accepted.clear()
+    thread = threading.Thread(target=accept)
+    thread.start()
+    code = f"import socket\ns = socket.create_connection(('127.0.0.1', {port}), timeout=3)\nprint('connected')\n"
+    result = run_python(code, timeout_s=20, memory_mb=512)
+    result.cleanup()
+    thread.join()
+    server.close()
+    assert result.status == "error"
+    assert "connected" not in result.stdout
+    assert "OSError" in result.stderr or "unreachable" in result.stderr
+    assert accepted == []
+
+
+@full_isolation
+def test_writes_outside_the_work_dir_fail_and_nothing_appears() -> None:
+    escape_tmp = Path(f"/tmp/escape-{uuid.uuid4()}")
+    escape_repo = REPO / f"escape-{uuid.uuid4()}"
+    escape_shm = Path(f"/dev/shm/escape-{uuid.uuid4()}")
+    code = (
+        "import os\n"
+        "results = []\n"
+        f"for path in [{str(escape_tmp)!r}, {str(escape_repo)!r}]:\n"
+        "    try:\n"
+        "        open(path, 'w').write('x')\n"
+        "        results.append('WROTE')\n"
+        "    except OSError as exc:\n"
+        "        results.append(type(exc).__name__)\n"
+        "open('inside.txt', 'w').write('fine')\n"
+        f"open({str(escape_shm)!r}, 'w').write('private tmpfs')\n"
+        "print(' '.join(results))\n"
+    )
+    result = run_python(code, timeout_s=20, memory_mb=512)
+    try:
+        assert result.status == "ok", result.stderr
+        assert "WROTE" not in result.stdout
+        assert (result.workdir / "inside.txt").read_text() == "fine"
+    finally:
+        result.cleanup()
+    assert not escape_tmp.exists()
+    assert not escape_repo.exists()
+    assert not escape_shm.exists()
+
+
+@full_isolation
+def test_private_home_directories_are_hidden(tmp_path: Path) -> None:
+    result = run_python("import os; print(os.listdir('/root'))", timeout_s=20, memory_mb=512)
+    result.cleanup()
+    if os.stat("/root").st_mode & 0o001:
+        pytest.skip("/root is traversable on this machine")
+    assert result.status == "ok", result.stderr
+    # only the path prefix needed for the interpreter is mapped back, nothing else of /root
+    assert ".bash_history" not in result.stdout and ".ssh" not in result.stdout
+
+
+@full_isolation
+def test_allow_write_paths_are_writable_and_ownership_restored(tmp_path: Path) -> None:
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    before = os.stat(out_dir)
+    result = run_python(f"open({str(out_dir / 'x.txt')!r}, 'w').write('ok')", timeout_s=20, memory_mb=512,
+                        allow_write_paths=[str(out_dir)])  # fmt: skip
+    result.cleanup()
+    assert result.status == "ok", result.stderr
+    assert (out_dir / "x.txt").read_text() == "ok"
+    assert os.stat(out_dir).st_uid == before.st_uid
+
+
+def test_missing_program_is_error() -> None:
+    result = run_sandboxed(["/nonexistent/program"], timeout_s=10, memory_mb=256)
+    result.cleanup()
+    assert result.status == "error"
+    assert result.returncode != 0
