@@ -88,7 +88,7 @@ def eval_cmd(
         runner = Runner(cfg, session_factory=sessions)
         summary = runner.run()
     except (UnknownNameError, RunConfigError, DatasetError, ModelSpecError, FileNotFoundError) as exc:
-        fail(str(exc).strip("'\""))
+        fail(str(exc))
     except KeyboardInterrupt:
         typer.echo("interrupted: finished samples are stored; rerun the same command to resume", err=True)
         raise typer.Exit(130) from None

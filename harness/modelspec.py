@@ -148,15 +148,17 @@ def build_model(
             return build_model(target, {**alias_settings, **settings}, modalities)
         try:
             entry = lookup("model", node.name)
-        except UnknownNameError as exc:
+        except UnknownNameError:
             import difflib
 
-            close = difflib.get_close_matches(node.name, alias_names(), n=3, cutoff=0.5)
-            if close:
-                raise UnknownNameError(
-                    f"unknown model {node.name!r}; did you mean {', '.join(map(repr, close))}?"
-                ) from None
-            raise exc
+            from harness.registry import entries
+
+            known = alias_names() + [e.name for e in entries("model")]
+            close = difflib.get_close_matches(node.name, known, n=3, cutoff=0.5)
+            hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
+            raise UnknownNameError(
+                f"unknown model {node.name!r}{hint} (see `harness models`; or write BACKEND:PATH)"
+            ) from None
         if entry.operator:
             raise ModelSpecError(f"operator {node.name!r} needs models: {node.name}(MODEL, ...)")
         return entry.factory(None, **settings)
