@@ -87,12 +87,34 @@ def upgrade(engine: Engine, revision: str = "head") -> str | None:
     return current_revision(engine)
 
 
+def load_all_schemas() -> None:
+    """Import every ``schema*.py`` module so ``Base.metadata`` holds all tables of all migrations."""
+    import importlib
+
+    for path in sorted(Path(__file__).parent.glob("schema*.py")):
+        importlib.import_module(f"harness.store.{path.stem}")
+
+
+def create_fresh(engine: Engine) -> None:
+    """Create an empty database at head without importing Alembic (~0.3 s of start-up saved).
+
+    Equivalent to ``upgrade(engine)`` on an empty database: a test compares the two schemas.
+    """
+    from harness.store.schema import Base
+
+    load_all_schemas()
+    with engine.begin() as conn:
+        Base.metadata.create_all(conn)
+        conn.execute(text("CREATE TABLE alembic_version (version_num VARCHAR(32) NOT NULL PRIMARY KEY)"))
+        conn.execute(text("INSERT INTO alembic_version (version_num) VALUES (:v)"), {"v": head_revision()})
+
+
 def open_db(url: str | None = None, *, auto_create: bool = True) -> sessionmaker[Session]:
     """Engine + session factory for a database that is at the head revision."""
     engine = make_engine(url)
     rev = current_revision(engine)
     if rev is None and auto_create:
-        upgrade(engine)
+        create_fresh(engine)
     elif rev != head_revision():
         raise DatabaseError(
             f"database {engine.url!r} is at revision {rev}, this harness needs {head_revision()}: "
