@@ -6,6 +6,7 @@ import wave
 
 import numpy as np
 import pytest
+
 from harness.tasks.longshot import media, synth
 
 

@@ -17,8 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import pytest
-from harness.tasks.longshot import media, rubric, scoring, synth
-from harness.tasks.longshot.task import longshot
+from openai_server import last_user_text, scripted_server  # noqa: F401  (fixture)
 from sqlalchemy import func, select
 from typer.testing import CliRunner
 
@@ -27,7 +26,19 @@ from harness.runner import EvalConfig, Runner
 from harness.store.db import open_db
 from harness.store.schema import JudgementRow, MetricRow, SampleResultRow
 from harness.task import SampleRecord
+from harness.tasks.longshot import media, rubric, scoring, synth
+from harness.tasks.longshot.task import longshot
 from harness.types import Output, Request, Usage
+
+
+def decide(prompt: str, seed: int | None) -> str:
+    """The scripted judge's reply to one reference judge prompt (seed set = a retry)."""
+    response = prompt.split("Model Response:\n", 1)[1].split("\n\nEvaluation Criterion:\n", 1)[0]
+    criterion = prompt.split("Evaluation Criterion:\n", 1)[1].split("\n\nInstructions:", 1)[0]
+    word = re.search(r"'([^']+)'", criterion).group(1)  # type: ignore[union-attr]
+    if "GARBLE" in criterion or ("FLAKY" in criterion and seed is None):
+        return "Yes, I believe the criterion is met."
+    return json.dumps({"criteria_met": word.lower() in response.lower()})
 
 
 @dataclass
@@ -42,12 +53,7 @@ class ScriptedJudge:
     def reply(self, request: Request) -> str:
         prompt = request.messages[-1].text_content
         self.prompts.append(prompt)
-        response = prompt.split("Model Response:\n", 1)[1].split("\n\nEvaluation Criterion:\n", 1)[0]
-        criterion = prompt.split("Evaluation Criterion:\n", 1)[1].split("\n\nInstructions:", 1)[0]
-        word = re.search(r"'([^']+)'", criterion).group(1)  # type: ignore[union-attr]
-        if "GARBLE" in criterion or ("FLAKY" in criterion and request.config.seed is None):
-            return "Yes, I believe the criterion is met."
-        return json.dumps({"criteria_met": word.lower() in response.lower()})
+        return decide(prompt, request.config.seed)
 
     async def generate(self, requests: Sequence[Request]) -> list[Output]:
         return [Output(text=self.reply(r), usage=Usage(calls=1)) for r in requests]
@@ -249,3 +255,31 @@ def test_cli_eval_into_sqlite(fixture_dir, tmp_path):
     assert [p["type"] for p in first.input["messages"][0]["content"]] == ["image"] * 4 + ["text"]
     again = CliRunner().invoke(app, args)  # same settings: resumes, nothing new to do
     assert again.exit_code == 0 and "0 new" in " ".join(again.output.split())
+
+
+def test_judge_on_a_local_openai_compatible_server(fixture_dir, sqlite_url, scripted_server):  # noqa: F811
+    """The same run with the judge behind HTTP: the wire protocol is the reference's."""
+    from harness.models.vllm_server import openai_delegate
+
+    scripted_server.set_reply(lambda body: decide(last_user_text(body), body.get("seed")))
+    judge = openai_delegate(scripted_server.base_url, "Qwen/Qwen3-14B", {"concurrency": 8})
+
+    class HttpJudgeRunner(Runner):
+        def prepare_judge(self):  # type: ignore[no-untyped-def]
+            return judge, "openai:Qwen/Qwen3-14B@scripted"
+
+    cfg = EvalConfig(task="longshot", model="builtin:echo", task_options={"data_dir": str(fixture_dir)},
+                     judge="openai:Qwen/Qwen3-14B@scripted", db_url=sqlite_url, progress=False)
+    metrics = {(x.name, x.breakdown_key, x.breakdown_value): x for x in HttpJudgeRunner(cfg).run().metrics}
+    for key in (("overall", "", ""), ("overall_penalized", "", ""), ("accuracy", "modality", "visual")):
+        assert metrics[key].value == pytest.approx(EXPECTED[key]), key
+    bodies = scripted_server.bodies()
+    assert len(bodies) == 15  # 12 criteria, one FLAKY retry, two more GARBLE attempts
+    for body in bodies:
+        assert (body["temperature"], body["top_p"], body["max_tokens"]) == (0.1, 1.0, 4096)
+        assert [m["role"] for m in body["messages"]] == ["user"]
+        assert last_user_text(body).endswith("multimodal analysis. /no_think")
+    s1_red = next(b for b in bodies if "'red'" in last_user_text(b))
+    text = last_user_text(s1_red)
+    assert "Ground Truth Response:\nThe car is red with blue stripes.\n" in text
+    assert "Model Response:\nWhat colour is the car? Mention red and blue.\n" in text
