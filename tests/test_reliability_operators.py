@@ -19,11 +19,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import pytest
+
 from harness.models.operators import prompts
 from harness.models.operators.base import OperatorError
 from harness.models.operators.extract import extract_auto, extract_choice, extract_code, extract_number
 from harness.models.operators.rateless import fountain_temperature
-
 from harness.modelspec import build_model
 from harness.types import GenerationConfig, Message, Output, Request, Usage, stable_hash
 

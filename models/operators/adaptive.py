@@ -15,7 +15,6 @@ table); ``details["route"]`` records the class.
 from __future__ import annotations
 
 from harness.models.operators.base import Episode, Operator, OperatorError
-
 from harness.registry import model
 
 

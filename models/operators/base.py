@@ -18,11 +18,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness.model import Model
 from harness.models.operators import prompts
 from harness.models.operators.cost import Trace, price_for
 from harness.models.operators.extract import get_extractor
-
-from harness.model import Model
 from harness.types import GenerationConfig, Message, Output, Request
 
 

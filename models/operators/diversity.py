@@ -22,7 +22,6 @@ import math
 from typing import Any
 
 from harness.models.operators.base import Candidate, Episode, Operator, OperatorError, plurality
-
 from harness.registry import model
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from harness.models.operators import prompts
 from harness.models.operators.base import Episode, Operator
-
 from harness.registry import model
 
 

@@ -17,7 +17,6 @@ from typing import Any
 
 from harness.models.operators import prompts
 from harness.models.operators.base import Candidate, Episode, Operator
-
 from harness.registry import model
 
 

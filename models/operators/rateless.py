@@ -18,7 +18,6 @@ says whether the rule or the cap ended sampling.
 from __future__ import annotations
 
 from harness.models.operators.base import Candidate, Episode, Operator, OperatorError, plurality
-
 from harness.registry import model
 
 

@@ -22,7 +22,6 @@ from typing import Any
 
 from harness.models.operators import prompts
 from harness.models.operators.base import Episode, Operator, OperatorError
-
 from harness.registry import model
 
 

@@ -20,12 +20,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from harness.models.operators.extract import extract_choice
-from harness.tasks.reliability import select
-
 from harness.data import DatasetError, file_hash, read_jsonl, require
+from harness.models.operators.extract import extract_choice
 from harness.registry import task
 from harness.task import ScoreContext, Task
+from harness.tasks.reliability import select
 from harness.types import GenerationConfig, Message, Output, Request, Sample, Score
 
 LETTERS = "ABCDEFGHIJ"
