@@ -1,0 +1,122 @@
+"""Geometry metrics on point clouds: Chamfer distance, F-score, connected parts, floating parts.
+
+numpy + scipy only: the same file runs on the host (scoring) and inside the Blender worker (which
+copies it into its sandbox to split meshes into parts), so it must not import harness.
+
+Chamfer follows 3DCodeBench's ``shape_chamfer.py`` as described in the paper/repo notes
+(reconstructed, the file itself was not available here):
+  * each cloud is sampled from the mesh surface (8192 points, trimesh, in the worker),
+  * normalised on its own: centred on its centroid and divided by its largest point radius,
+  * CD = mean_r min_g ||r - g||^2 + mean_g min_r ||g - r||^2 (squared distances, both directions),
+  * minimised over yaw rotations of the candidate by 0/90/180/270 degrees about the up axis.
+GLB is Y-up (glTF), and the reference loads GLB with trimesh, so the up axis of the loaded points is
+Y (index 1); callers pass ``up_axis`` if their points are Z-up.
+F-score (not in the reference code; our addition) uses the same normalisation and the yaw chosen by
+Chamfer: precision = share of candidate points within ``threshold`` of the reference, recall the
+converse, F = 2PR / (P + R).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.spatial import cKDTree
+
+YAWS_DEG = (0.0, 90.0, 180.0, 270.0)
+DEFAULT_FSCORE_THRESHOLD = 0.05  # in units of the normalised cloud's radius (choice, documented)
+
+
+def normalise_cloud(points: np.ndarray) -> np.ndarray:
+    """Centre on the centroid and scale so the farthest point is at radius 1."""
+    pts = np.asarray(points, dtype=np.float64)
+    if pts.ndim != 2 or pts.shape[1] != 3 or len(pts) == 0:
+        raise ValueError(f"expected an (N, 3) point cloud with N > 0, got shape {pts.shape}")
+    centred = pts - pts.mean(axis=0)
+    radius = float(np.linalg.norm(centred, axis=1).max())
+    return centred / radius if radius > 0 else centred
+
+
+def yaw_matrix(deg: float, up_axis: int = 1) -> np.ndarray:
+    """Rotation by ``deg`` about the coordinate axis ``up_axis`` (0=x, 1=y, 2=z)."""
+    c, s = np.cos(np.radians(deg)), np.sin(np.radians(deg))
+    a, b = [i for i in range(3) if i != up_axis]
+    rot = np.eye(3)
+    rot[a, a], rot[a, b], rot[b, a], rot[b, b] = c, -s, s, c
+    return rot
+
+
+def chamfer_pair(pred: np.ndarray, ref: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
+    """Squared-distance Chamfer of two clouds as given (no normalisation), with per-point distances."""
+    d_pred, _ = cKDTree(ref).query(pred, k=1)
+    d_ref, _ = cKDTree(pred).query(ref, k=1)
+    return float(np.mean(d_pred**2) + np.mean(d_ref**2)), d_pred, d_ref
+
+
+@dataclass(slots=True)
+class ShapeScores:
+    chamfer: float
+    fscore: float
+    precision: float
+    recall: float
+    yaw_deg: float
+
+
+def shape_scores(
+    pred: np.ndarray, ref: np.ndarray, *, threshold: float = DEFAULT_FSCORE_THRESHOLD, up_axis: int = 1
+) -> ShapeScores:
+    """Chamfer (yaw-min) and F-score at ``threshold`` after per-cloud normalisation."""
+    p, r = normalise_cloud(pred), normalise_cloud(ref)
+    best: tuple[float, float, np.ndarray, np.ndarray] | None = None
+    for yaw in YAWS_DEG:
+        cd, d_pred, d_ref = chamfer_pair(p @ yaw_matrix(yaw, up_axis).T, r)
+        if best is None or cd < best[0]:
+            best = (cd, yaw, d_pred, d_ref)
+    assert best is not None
+    cd, yaw, d_pred, d_ref = best
+    precision = float(np.mean(d_pred < threshold))
+    recall = float(np.mean(d_ref < threshold))
+    f = 2 * precision * recall / (precision + recall) if precision + recall > 0 else 0.0
+    return ShapeScores(cd, f, precision, recall, yaw)
+
+
+def contact_groups(parts: list[np.ndarray], tolerance: float) -> list[list[int]]:
+    """Group parts (each an (N, 3) sample of one connected component's surface) whose surfaces come
+    within ``tolerance`` of each other, transitively. Returns groups of part indices, largest first."""
+    n = len(parts)
+    parent = list(range(n))
+
+    def find(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    trees = [cKDTree(p) for p in parts]
+    lows = [p.min(axis=0) - tolerance for p in parts]
+    highs = [p.max(axis=0) + tolerance for p in parts]
+    for i in range(n):
+        for j in range(i + 1, n):
+            if np.any(lows[i] > highs[j]) or np.any(lows[j] > highs[i]):
+                continue  # bounding boxes (grown by the tolerance) do not even overlap
+            dist, _ = trees[j].query(parts[i], k=1, distance_upper_bound=tolerance)
+            if np.isfinite(dist).any():
+                parent[find(i)] = find(j)
+    groups: dict[int, list[int]] = {}
+    for i in range(n):
+        groups.setdefault(find(i), []).append(i)
+    return sorted(groups.values(), key=lambda g: (-sum(len(parts[i]) for i in g), g[0]))
+
+
+def floating_parts(parts: list[np.ndarray], areas: list[float], tolerance: float) -> list[int]:
+    """Indices of parts that float: not in the contact group holding the most surface area.
+
+    A part touching another part (within ``tolerance``) is attached even when it is a separate mesh
+    island, so a chair whose legs are separate objects that meet the seat has no floating parts; a
+    lamp shade hovering above its stand has one.
+    """
+    if len(parts) <= 1:
+        return []
+    groups = contact_groups(parts, tolerance)
+    main = max(groups, key=lambda g: sum(areas[i] for i in g))
+    return sorted(i for g in groups if g is not main for i in g)
