@@ -1,0 +1,1 @@
+"""The web leaderboard: FastAPI app (``create_app``) over the results database."""

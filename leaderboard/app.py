@@ -1,0 +1,114 @@
+"""The leaderboard web app: server-rendered pages, a JSON/CSV API with OpenAPI, authenticated push.
+
+``create_app(db_url)`` opens the results database (``harness.store.db.open_db``) and keeps the
+sessionmaker on ``app.state.sessions``. Pages work without JavaScript; plotly.js (served from the
+installed ``plotly`` package, never a CDN) only draws charts. A Content-Security-Policy allows
+scripts from this origin only, a second line of defence behind Jinja's autoescaping of model outputs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
+from fastapi.staticfiles import StaticFiles
+
+from harness.store.db import open_db
+
+from .cache import ViewCache
+from .media import allowed_path, media_roots_from_env
+from .templating import STATIC_DIR, make_env
+from .views import NotFound
+
+CSP = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; "
+       "media-src 'self'; font-src 'self' data:; connect-src 'self'; object-src 'none'; base-uri 'none'; "
+       "form-action 'self'; frame-ancestors 'none'")
+
+
+class SecurityHeaders:
+    """Pure ASGI middleware (cheaper than BaseHTTPMiddleware) adding CSP and friends."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_with_headers(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers", []))
+                headers += [(b"content-security-policy", CSP.encode()), (b"x-content-type-options", b"nosniff"),
+                            (b"referrer-policy", b"same-origin"), (b"x-frame-options", b"DENY")]
+                message = {**message, "headers": headers}
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
+
+
+def plotly_js_path() -> Path:
+    import importlib.util
+
+    spec = importlib.util.find_spec("plotly")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("the plotly package is not installed (pip install plotly)")
+    return Path(next(iter(spec.submodule_search_locations))) / "package_data" / "plotly.min.js"
+
+
+def create_app(db_url: str | None = None, *, write_token: str | None = None,
+               media_roots: list[str | Path] | None = None, cache_seconds: float = 1.0) -> FastAPI:
+    """The leaderboard app on ``db_url`` (default ``$HARNESS_DB_URL`` or ``sqlite:///harness.db``).
+
+    ``write_token``: a token accepted for pushes besides those in ``api_tokens``; ``media_roots``:
+    folders whose files the run page may show (default ``$HARNESS_MEDIA_ROOT``); ``cache_seconds``:
+    how stale a cached page may get before the database fingerprint is checked again.
+    """
+    import harness
+
+    app = FastAPI(title="harness leaderboard", version=harness.__version__, docs_url=None, redoc_url=None,
+                  description="Results of the evaluation harness: read freely, write with a bearer token.")
+    app.state.sessions = open_db(db_url)
+    app.state.cache = ViewCache(app.state.sessions, check_every=cache_seconds)
+    app.state.write_token = write_token
+    app.state.media_roots = [Path(p) for p in media_roots] if media_roots is not None else media_roots_from_env()
+    app.state.env = make_env()
+    app.add_middleware(SecurityHeaders)
+
+    plotly_js = plotly_js_path()
+
+    @app.get("/static/plotly.min.js", include_in_schema=False)
+    def plotly_min_js() -> FileResponse:
+        return FileResponse(plotly_js, media_type="text/javascript",
+                            headers={"Cache-Control": "public, max-age=86400"})
+
+    app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
+
+    @app.get("/media", include_in_schema=False)
+    def media(path: str) -> FileResponse:
+        real = allowed_path(path, app.state.media_roots)
+        if real is None:  # same answer for "missing" and "not allowed": no probing of the file system
+            return JSONResponse({"detail": "no such media file"}, status_code=404)  # type: ignore[return-value]
+        return FileResponse(real)
+
+    @app.exception_handler(NotFound)
+    async def not_found(request: Request, exc: NotFound) -> Response:
+        if request.url.path.startswith("/api/"):
+            return JSONResponse({"detail": str(exc)}, status_code=404)
+        body = app.state.env.get_template("error.html").render(page_title="Not found", message=str(exc), nav="")
+        return HTMLResponse(body, status_code=404)
+
+    from .routes_api import router as api_router
+    from .routes_pages import router as pages_router
+
+    app.include_router(pages_router)
+    app.include_router(api_router)
+    try:
+        from harness.leaderboard.arena import router as arena_router
+
+        app.include_router(arena_router)
+    except ImportError:
+        pass
+    return app

@@ -1,0 +1,192 @@
+"""Server side of ``harness push``: validate an uploaded run chunk and upsert it idempotently.
+
+A push is a series of POSTs to ``/api/runs``, each carrying the task, model, run and metric rows
+plus a chunk of sample rows and/or judgement rows. Every POST is an upsert keyed on natural keys:
+task (name, version, content hash), model (spec), run (name, must have the same config hash),
+samples (run, sample id, epoch: ON CONFLICT DO NOTHING), judgements (run, sample id, epoch, judge
+spec, prompt hash, raw reply), metrics (replaced). Pushing the same run twice changes nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from harness.store import ops
+from harness.store.schema import JudgementRow, RunRow, SampleResultRow, utcnow
+from harness.types import Metric
+
+FORMAT = 1
+MAX_ROWS = 5000  # per request; the client sends chunks of a few hundred
+
+
+class _In(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class TaskIn(_In):
+    name: str = Field(min_length=1, max_length=200)
+    version: str = Field(max_length=50)
+    content_hash: str = Field(max_length=64)
+    family: str = Field(default="", max_length=100)
+    description: str = ""
+    modalities: list[str] = []
+    primary_metric: str = Field(default="accuracy", max_length=100)
+
+
+class ModelIn(_In):
+    spec: str = Field(min_length=1, max_length=500)
+    backend: str = Field(default="", max_length=100)
+    display_name: str = Field(default="", max_length=300)
+    info: dict[str, Any] = {}
+
+
+class RunIn(_In):
+    name: str = Field(min_length=1, max_length=300)
+    judge_spec: str | None = Field(default=None, max_length=500)
+    config: dict[str, Any] = {}
+    config_hash: str = Field(default="", max_length=64)
+    harness_version: str = Field(default="", max_length=50)
+    git_revision: str = Field(default="", max_length=64)
+    status: str = Field(default="finished", max_length=20)
+    n_samples: int = Field(default=0, ge=0)
+    created_at: datetime | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+
+
+class SampleIn(_In):
+    sample_id: str = Field(min_length=1, max_length=300)
+    epoch: int = Field(default=0, ge=0)
+    input_hash: str = Field(default="", max_length=64)
+    input: dict[str, Any] = {}
+    target: Any = None
+    output: str = ""
+    prediction: Any = None
+    answer: str | None = None
+    scores: dict[str, float | None] = {}
+    unscored: str | None = None
+    explanation: str = ""
+    details: dict[str, Any] = {}
+    input_tokens: int = 0
+    output_tokens: int = 0
+    calls: int = 0
+    cost: float = 0.0
+    latency_s: float = 0.0
+    cached: bool = False
+    error: str | None = None
+    error_kind: str | None = Field(default=None, max_length=50)
+    created_at: datetime | None = None
+
+
+class MetricIn(_In):
+    name: str = Field(min_length=1, max_length=200)
+    value: float
+    ci_low: float | None = None
+    ci_high: float | None = None
+    n: int = 0
+    breakdown_key: str = Field(default="", max_length=100)
+    breakdown_value: str = Field(default="", max_length=300)
+
+
+class JudgementIn(_In):
+    sample_id: str = Field(default="", max_length=300)
+    epoch: int = 0
+    judge_spec: str = Field(max_length=500)
+    prompt_hash: str = Field(max_length=64)
+    raw: str = ""
+    verdict: dict[str, Any] = {}
+    created_at: datetime | None = None
+
+
+class PushIn(_In):
+    format: int = FORMAT
+    task: TaskIn
+    model: ModelIn
+    run: RunIn
+    metrics: list[MetricIn] = Field(default=[], max_length=MAX_ROWS)
+    samples: list[SampleIn] = Field(default=[], max_length=MAX_ROWS)
+    judgements: list[JudgementIn] = Field(default=[], max_length=MAX_ROWS)
+
+
+class PushResult(BaseModel):
+    run_id: int
+    run_name: str
+    created: bool
+    samples_received: int
+    samples_inserted: int
+    judgements_inserted: int
+    n_done: int
+
+
+class PushConflict(ValueError):
+    """The run name exists on the server with a different configuration, task or model."""
+
+
+def _count_samples(s: Session, run_id: int) -> int:
+    return s.scalar(select(func.count(SampleResultRow.id)).where(SampleResultRow.run_id == run_id)) or 0
+
+
+def _judgement_key(sample_id: str, epoch: int, judge_spec: str, prompt_hash: str, raw: str) -> tuple[Any, ...]:
+    return sample_id, epoch, judge_spec, prompt_hash, hashlib.sha256(raw.encode()).hexdigest()
+
+
+def ingest(s: Session, push: PushIn) -> PushResult:
+    if push.format != FORMAT:
+        raise ValueError(f"push format {push.format} is not supported (this server speaks {FORMAT})")
+    task = ops.get_or_create_task(s, **push.task.model_dump())
+    model = ops.get_or_create_model(s, push.model.spec, **push.model.model_dump(exclude={"spec"}))
+    r = push.run
+    run = s.scalar(select(RunRow).where(RunRow.name == r.name))
+    created = run is None
+    if run is None:
+        run = RunRow(name=r.name, task_id=task.id, model_id=model.id, judge_spec=r.judge_spec, config=r.config,
+                     config_hash=r.config_hash, harness_version=r.harness_version, git_revision=r.git_revision,
+                     status=r.status, n_samples=r.n_samples, created_at=r.created_at or utcnow(),
+                     started_at=r.started_at, finished_at=r.finished_at)
+        s.add(run)
+        s.flush()
+    else:
+        if run.config_hash != r.config_hash or run.task_id != task.id or run.model_id != model.id:
+            raise PushConflict(f"run {r.name!r} exists on this server with a different configuration, task or "
+                               "model; push it under another name")
+        run.status, run.n_samples = r.status, max(run.n_samples, r.n_samples)
+        run.finished_at = r.finished_at or run.finished_at
+        run.judge_spec = r.judge_spec
+    before = _count_samples(s, run.id)
+    now = utcnow()
+    ops.write_samples(s, [{**x.model_dump(), "run_id": run.id, "created_at": x.created_at or now}
+                          for x in push.samples])
+    after = _count_samples(s, run.id)
+    n_judgements = _write_judgements(s, run.id, push.judgements)
+    ops.replace_metrics(s, run.id, [Metric(**m.model_dump()) for m in push.metrics])
+    ops.refresh_run_counts(s, run.id)
+    return PushResult(run_id=run.id, run_name=run.name, created=created, samples_received=len(push.samples),
+                      samples_inserted=after - before, judgements_inserted=n_judgements, n_done=after)
+
+
+def _write_judgements(s: Session, run_id: int, items: list[JudgementIn]) -> int:
+    if not items:
+        return 0
+    ids = sorted({j.sample_id for j in items})
+    seen: set[tuple[Any, ...]] = set()
+    for i in range(0, len(ids), 500):  # SQLite bound-parameter limit
+        rows = s.execute(select(JudgementRow.sample_id, JudgementRow.epoch, JudgementRow.judge_spec,
+                                JudgementRow.prompt_hash, JudgementRow.raw)
+                         .where(JudgementRow.run_id == run_id, JudgementRow.sample_id.in_(ids[i:i + 500])))
+        seen |= {_judgement_key(*row) for row in rows}
+    new = []
+    now = utcnow()
+    for j in items:
+        key = _judgement_key(j.sample_id, j.epoch, j.judge_spec, j.prompt_hash, j.raw)
+        if key in seen:
+            continue
+        seen.add(key)
+        new.append({**j.model_dump(), "run_id": run_id, "created_at": j.created_at or now})
+    ops.write_judgements(s, new)
+    return len(new)

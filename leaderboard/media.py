@@ -1,0 +1,96 @@
+"""Media files shown on the run page: only files under an allowed root are ever served.
+
+Roots come from ``create_app(media_roots=...)`` or ``HARNESS_MEDIA_ROOT`` (os.pathsep-separated).
+A path is resolved (symlinks and ``..`` included) before the check, so nothing outside escapes.
+"""
+
+from __future__ import annotations
+
+import mimetypes
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+IMAGE_EXT = {".png", ".jpg", ".jpeg", ".gif", ".webp", ".bmp", ".svg"}
+VIDEO_EXT = {".mp4", ".webm", ".ogv", ".mov", ".m4v"}
+AUDIO_EXT = {".wav", ".mp3", ".ogg", ".oga", ".flac", ".m4a", ".opus"}
+
+
+def media_roots_from_env() -> list[Path]:
+    raw = os.environ.get("HARNESS_MEDIA_ROOT", "")
+    return [Path(p) for p in raw.split(os.pathsep) if p]
+
+
+def allowed_path(path: str, roots: list[Path]) -> Path | None:
+    """The resolved file if it exists under one of ``roots``, else None."""
+    if not path or not roots or "\x00" in path:
+        return None
+    try:
+        real = Path(path).resolve(strict=True)
+    except (OSError, RuntimeError):
+        return None
+    for root in roots:
+        try:
+            if real.is_relative_to(root.resolve()) and real.is_file():
+                return real
+        except OSError:
+            continue
+    return None
+
+
+def kind_of(path: str, declared: str = "") -> str:
+    """How to show a file: image, video, audio or file (download link)."""
+    ext = Path(path).suffix.lower()
+    if ext in IMAGE_EXT:
+        return "image"
+    if ext in VIDEO_EXT:
+        return "video"
+    if ext in AUDIO_EXT:
+        return "audio"
+    if declared in ("image", "video", "audio"):
+        return declared
+    return "file"
+
+
+@dataclass(slots=True)
+class MediaItem:
+    label: str  # where it came from: "input", "output", "render"
+    declared: str  # the part type (image, video, audio, points, mesh)
+    path: str
+    kind: str  # image | video | audio | file
+    url: str | None  # None when the file is outside the media roots (the path is shown as text)
+    mime: str
+
+
+def media_item(label: str, declared: str, path: str, roots: list[Path]) -> MediaItem:
+    ok = allowed_path(path, roots)
+    url = "/media?path=" + quote(str(ok)) if ok else None
+    return MediaItem(label, declared, path, kind_of(path, declared), url, mimetypes.guess_type(path)[0] or "")
+
+
+def sample_media(inp: dict[str, Any], details: dict[str, Any], prediction: Any, roots: list[Path]) -> list[MediaItem]:
+    """Media of one sample: input parts with a path (3D parts show their ``options.render`` image
+    when one exists), ``details["media"]`` entries ({type, path}) and ``details["renders"]`` paths from
+    scorers (e.g. Blender renders of a predicted scene), and a predicted file path."""
+    out: list[MediaItem] = []
+    for msg in (inp or {}).get("messages", []) or []:
+        for part in msg.get("content", []) if isinstance(msg, dict) else []:
+            if not isinstance(part, dict) or part.get("type") == "text" or not part.get("path"):
+                continue
+            ptype = str(part.get("type"))
+            render = (part.get("options") or {}).get("render")
+            if ptype in ("points", "mesh") and isinstance(render, str):
+                out.append(media_item("input render", ptype, render, roots))
+            out.append(media_item("input", ptype, str(part["path"]), roots))
+    for m in (details or {}).get("media", []) or []:
+        if isinstance(m, dict) and isinstance(m.get("path"), str):
+            out.append(media_item("output", str(m.get("type", "")), m["path"], roots))
+    for p in (details or {}).get("renders", []) or []:
+        if isinstance(p, str):
+            out.append(media_item("render", "image", p, roots))
+    if isinstance(prediction, str) and len(prediction) < 1000 and Path(prediction).suffix.lower() in (
+            IMAGE_EXT | VIDEO_EXT | AUDIO_EXT | {".glb", ".obj", ".ply", ".stl"}):
+        out.append(media_item("prediction", "", prediction, roots))
+    return out

@@ -1,0 +1,234 @@
+"""Database reads behind the pages and the API (synchronous SQLAlchemy; call from a thread).
+
+Which run stands for a (model, task) pair on the overview: the newest run (highest id) of that model
+on that task name that has a headline metric row, finished runs preferred over unfinished ones. Older
+runs and other task versions stay visible on the model, task and run pages.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import Text, and_, cast, func, or_, select
+from sqlalchemy.orm import Session
+
+from harness.store.schema import JudgementRow, MetricRow, ModelRow, RunRow, SampleResultRow, TaskRow
+
+from .ranking import PROVISIONAL_N, Scored, lower_is_better, rank_ranges
+
+
+@dataclass(slots=True)
+class RunInfo:
+    run_id: int
+    run_name: str
+    status: str
+    n_done: int
+    n_samples: int
+    n_errors: int
+    total_cost: float
+    finished_at: Any
+    task_id: int
+    task: str
+    task_version: str
+    task_hash: str
+    family: str
+    modalities: list[str]
+    primary_metric: str
+    model_id: int
+    model: str
+    model_spec: str
+    backend: str
+    model_info: dict[str, Any]
+    value: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    n: int = 0
+    cost_per_sample: float | None = None
+
+    @property
+    def provisional(self) -> bool:
+        return self.status != "finished" or self.n < PROVISIONAL_N
+
+    @property
+    def scored(self) -> Scored:
+        return Scored(self.value, self.ci_low, self.ci_high)
+
+
+def _finite(v: float | None) -> float | None:
+    return v if v is not None and math.isfinite(v) else None
+
+
+def run_infos(s: Session, *, task: str | None = None, model_id: int | None = None,
+              run_ids: list[int] | None = None) -> list[RunInfo]:
+    """Every run (optionally of one task name / model / ids) with its headline metric and cost."""
+    head = MetricRow.__table__.alias("head")
+    cps = MetricRow.__table__.alias("cps")
+    q = (
+        select(RunRow.id, RunRow.name, RunRow.status, RunRow.n_done, RunRow.n_samples, RunRow.n_errors,
+               RunRow.total_cost, RunRow.finished_at,
+               TaskRow.id, TaskRow.name, TaskRow.version, TaskRow.content_hash, TaskRow.family, TaskRow.modalities,
+               TaskRow.primary_metric,
+               ModelRow.id, ModelRow.display_name, ModelRow.spec, ModelRow.backend, ModelRow.info,
+               head.c.value, head.c.ci_low, head.c.ci_high, head.c.n, cps.c.value)
+        .join(TaskRow, RunRow.task_id == TaskRow.id)
+        .join(ModelRow, RunRow.model_id == ModelRow.id)
+        .outerjoin(head, and_(head.c.run_id == RunRow.id, head.c.name == TaskRow.primary_metric,
+                              head.c.breakdown_key == ""))
+        .outerjoin(cps, and_(cps.c.run_id == RunRow.id, cps.c.name == "cost_per_sample", cps.c.breakdown_key == ""))
+        .order_by(RunRow.id)
+    )
+    if task is not None:
+        q = q.where(TaskRow.name == task)
+    if model_id is not None:
+        q = q.where(RunRow.model_id == model_id)
+    if run_ids is not None:
+        q = q.where(RunRow.id.in_(run_ids))
+    out = []
+    for row in s.execute(q):
+        (rid, rname, status, n_done, n_samples, n_err, cost, fin, tid, tname, tver, thash, fam, mods, pm,
+         mid, mdisp, mspec, backend, minfo, val, lo, hi, n, cps_val) = row
+        per = _finite(cps_val)
+        if per is None and n_done:
+            per = (cost or 0.0) / n_done
+        out.append(RunInfo(rid, rname, status, n_done, n_samples, n_err, cost or 0.0, fin, tid, tname, tver,
+                           thash, fam, list(mods or []), pm, mid, mdisp or mspec, mspec, backend, dict(minfo or {}),
+                           _finite(val), _finite(lo), _finite(hi), n or 0, per))
+    return out
+
+
+def best_runs(runs: list[RunInfo]) -> dict[tuple[int, str], RunInfo]:
+    """The run standing for each (model id, task name) pair (see the module docstring)."""
+    chosen: dict[tuple[int, str], RunInfo] = {}
+    for r in runs:  # ordered by id: later runs replace earlier ones unless they are worse kinds
+        if r.value is None:
+            continue
+        key = (r.model_id, r.task)
+        old = chosen.get(key)
+        if old is None or not (old.status == "finished" and r.status != "finished"):
+            chosen[key] = r
+    return chosen
+
+
+# ---- overview -------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class TaskColumn:
+    name: str
+    family: str
+    modalities: list[str]
+    metric: str
+    lower_better: bool
+
+
+@dataclass(slots=True)
+class ModelLine:
+    model_id: int
+    model: str
+    spec: str
+    backend: str
+    size: str
+    cells: dict[str, RunInfo] = field(default_factory=dict)
+    avg: Scored = field(default_factory=lambda: Scored(None, None, None))
+    avg_n_tasks: int = 0
+    rank: tuple[int, int] | None = None
+
+
+@dataclass(slots=True)
+class OverviewData:
+    tasks: list[TaskColumn]
+    lines: list[ModelLine]
+    families: list[str]
+    modalities: list[str]
+    backends: list[str]
+
+
+def model_size(info: dict[str, Any]) -> str:
+    for key in ("size", "params", "parameters", "n_params"):
+        if info.get(key) not in (None, ""):
+            return str(info[key])
+    return ""
+
+
+def overview_data(s: Session) -> OverviewData:
+    """Unfiltered overview: one line per model with its cells; filtering and ranking happen later."""
+    chosen = best_runs(run_infos(s))
+    tasks: dict[str, TaskColumn] = {}
+    lines: dict[int, ModelLine] = {}
+    for (mid, tname), r in chosen.items():
+        tasks.setdefault(tname, TaskColumn(tname, r.family, r.modalities, r.primary_metric,
+                                           lower_is_better(r.primary_metric)))
+        line = lines.get(mid)
+        if line is None:
+            line = lines[mid] = ModelLine(mid, r.model, r.model_spec, r.backend, model_size(r.model_info))
+        line.cells[tname] = r
+    cols = sorted(tasks.values(), key=lambda t: (t.family, t.name))
+    return OverviewData(
+        tasks=cols,
+        lines=sorted(lines.values(), key=lambda m: m.model.lower()),
+        families=sorted({t.family for t in cols if t.family}),
+        modalities=sorted({m for t in cols for m in t.modalities}),
+        backends=sorted({m.backend for m in lines.values() if m.backend}),
+    )
+
+
+# ---- samples --------------------------------------------------------------------------------------
+
+SAMPLE_FILTERS = ("all", "errors", "unscored", "scored")
+
+
+def sample_query(run_id: int, q: str = "", status: str = "all"):  # type: ignore[no-untyped-def]
+    cond = [SampleResultRow.run_id == run_id]
+    if q:
+        like = f"%{q}%"
+        cond.append(or_(SampleResultRow.sample_id.ilike(like), SampleResultRow.output.ilike(like),
+                        SampleResultRow.answer.ilike(like), SampleResultRow.error.ilike(like),
+                        cast(SampleResultRow.input, Text).ilike(like)))
+    if status == "errors":
+        cond.append(SampleResultRow.error.is_not(None))
+    elif status == "unscored":
+        cond.append(and_(SampleResultRow.error.is_(None), SampleResultRow.unscored.is_not(None)))
+    elif status == "scored":
+        cond.append(and_(SampleResultRow.error.is_(None), SampleResultRow.unscored.is_(None)))
+    return cond
+
+
+def sample_page(s: Session, run_id: int, *, q: str = "", status: str = "all", page: int = 1,
+                per_page: int = 20) -> tuple[int, list[SampleResultRow]]:
+    cond = sample_query(run_id, q, status)
+    total = s.scalar(select(func.count(SampleResultRow.id)).where(*cond)) or 0
+    # natural order for numeric ids ("2" before "10"): by length, then text
+    rows = s.scalars(select(SampleResultRow).where(*cond)
+                     .order_by(func.length(SampleResultRow.sample_id), SampleResultRow.sample_id,
+                               SampleResultRow.epoch)
+                     .offset((page - 1) * per_page).limit(per_page)).all()
+    return total, list(rows)
+
+
+def judgements_for(s: Session, run_id: int, keys: list[tuple[str, int]]) -> dict[tuple[str, int], list[JudgementRow]]:
+    if not keys:
+        return {}
+    ids = sorted({k for k, _ in keys})
+    rows = s.scalars(select(JudgementRow).where(JudgementRow.run_id == run_id, JudgementRow.sample_id.in_(ids))
+                     .order_by(JudgementRow.id)).all()
+    out: dict[tuple[str, int], list[JudgementRow]] = {}
+    for j in rows:
+        out.setdefault((j.sample_id, j.epoch), []).append(j)
+    return out
+
+
+def metrics_of(s: Session, run_ids: list[int]) -> list[MetricRow]:
+    if not run_ids:
+        return []
+    return list(s.scalars(select(MetricRow).where(MetricRow.run_id.in_(run_ids))
+                          .order_by(MetricRow.breakdown_key, MetricRow.breakdown_value, MetricRow.name)).all())
+
+
+def rank_lines(lines: list[ModelLine], key: str, lower_better: bool) -> None:
+    """Set each line's rank range by the score under ``key`` ("avg" or a task name)."""
+    scores = [line.avg if key == "avg" else (line.cells[key].scored if key in line.cells else Scored(None, None, None))
+              for line in lines]
+    for line, rank in zip(lines, rank_ranges(scores, lower_better), strict=True):
+        line.rank = rank

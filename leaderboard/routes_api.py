@@ -1,0 +1,188 @@
+"""The JSON API (documented by OpenAPI at /openapi.json): every table as JSON and CSV, a run's
+samples paged as JSON or whole as JSONL, and the authenticated push endpoint."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Header, HTTPException, Query, Request
+from fastapi.responses import Response, StreamingResponse
+from sqlalchemy.exc import IntegrityError
+from starlette.concurrency import run_in_threadpool
+
+from . import views
+from .ingest import PushConflict, PushIn, PushResult, ingest
+from .responses import cached
+from .tables import Table, to_csv, to_json
+from .tokens import check_token
+
+router = APIRouter(prefix="/api", tags=["leaderboard"])
+
+JSON_TYPE = "application/json"
+CSV_TYPE = "text/csv; charset=utf-8"
+
+
+def _table_response_builder(make_view, name: str, fmt: str):  # type: ignore[no-untyped-def]
+    def build() -> tuple[bytes, str]:
+        view: views.View = make_view()
+        table: Table = view.tables[name]
+        if fmt == "csv":
+            return to_csv(table).encode(), CSV_TYPE
+        return json.dumps(to_json(table), ensure_ascii=False, default=str).encode(), JSON_TYPE
+    return build
+
+
+async def _table(request: Request, make_view, name: str, fmt: str) -> Response:  # type: ignore[no-untyped-def]
+    key = ("api", request.url.path, str(sorted(request.query_params.multi_items())))
+    resp = await cached(request, key, _table_response_builder(make_view, name, fmt))
+    if fmt == "csv" and resp.status_code == 200:
+        resp.headers["Content-Disposition"] = f'attachment; filename="{name}.csv"'
+    return resp
+
+
+def _overview(request: Request, sort: str, dir: str, family: str, modality: str, backend: str, q: str):  # type: ignore[no-untyped-def]
+    params = views.OverviewParams(sort, dir, family, modality, backend, q.strip())
+    return lambda: views.overview_view(request.app.state.sessions, request.app.state.cache, params)
+
+
+@router.get("/overview", summary="Models x tasks: headline metric, 95% CI, n, rank range (JSON)")
+async def overview_json(request: Request, sort: str = "avg", dir: str = "", family: str = "", modality: str = "",
+                        backend: str = "", q: str = "") -> Response:
+    return await _table(request, _overview(request, sort, dir, family, modality, backend, q), "overview", "json")
+
+
+@router.get("/overview.csv", summary="Models x tasks (CSV)")
+async def overview_csv(request: Request, sort: str = "avg", dir: str = "", family: str = "", modality: str = "",
+                       backend: str = "", q: str = "") -> Response:
+    return await _table(request, _overview(request, sort, dir, family, modality, backend, q), "overview", "csv")
+
+
+@router.get("/tasks", summary="Tasks with run and model counts (JSON)")
+async def tasks_json(request: Request) -> Response:
+    return await _table(request, lambda: views.tasks_view(request.app.state.sessions), "tasks", "json")
+
+
+@router.get("/tasks.csv", summary="Tasks (CSV)")
+async def tasks_csv(request: Request) -> Response:
+    return await _table(request, lambda: views.tasks_view(request.app.state.sessions), "tasks", "csv")
+
+
+@router.get("/tasks/{name}/{table}.{fmt}", summary="A task's runs or metrics table (fmt: json or csv)")
+async def task_table(request: Request, name: str, table: str, fmt: str) -> Response:
+    if table not in ("runs", "metrics") or fmt not in ("json", "csv"):
+        raise HTTPException(404, "tables: runs, metrics; formats: json, csv")
+    return await _table(request, lambda: views.task_view(request.app.state.sessions, name), table, fmt)
+
+
+@router.get("/models", summary="Models with run counts (JSON)")
+async def models_json(request: Request) -> Response:
+    return await _table(request, lambda: views.models_view(request.app.state.sessions), "models", "json")
+
+
+@router.get("/models.csv", summary="Models (CSV)")
+async def models_csv(request: Request) -> Response:
+    return await _table(request, lambda: views.models_view(request.app.state.sessions), "models", "csv")
+
+
+@router.get("/models/{model_id}/runs.{fmt}", summary="All runs of a model (fmt: json or csv)")
+async def model_runs(request: Request, model_id: int, fmt: str) -> Response:
+    if fmt not in ("json", "csv"):
+        raise HTTPException(404, "formats: json, csv")
+    return await _table(request, lambda: views.model_view(request.app.state.sessions, model_id), "runs", fmt)
+
+
+@router.get("/runs", summary="All runs with their headline metric (JSON)")
+async def runs_json(request: Request, task: str = "") -> Response:
+    return await _table(request, lambda: views.runs_view(request.app.state.sessions, 1, 50, task), "runs", "json")
+
+
+@router.get("/runs.csv", summary="All runs (CSV)")
+async def runs_csv(request: Request, task: str = "") -> Response:
+    return await _table(request, lambda: views.runs_view(request.app.state.sessions, 1, 50, task), "runs", "csv")
+
+
+@router.get("/runs/{run_id}", summary="A run: configuration, versions and metrics")
+async def run_json(request: Request, run_id: int) -> dict[str, Any]:
+    def build() -> dict[str, Any]:
+        view = views.run_view(request.app.state.sessions, run_id, [], per_page=1)
+        run = view.context["run"]
+        return {"id": run.id, "name": run.name, "status": run.status, "task": view.context["info"].task,
+                "model": view.context["info"].model_spec, "judge_spec": run.judge_spec, "config": run.config,
+                "config_hash": run.config_hash, "harness_version": run.harness_version,
+                "git_revision": run.git_revision, "n_samples": run.n_samples, "n_done": run.n_done,
+                "n_errors": run.n_errors, "total_cost": run.total_cost,
+                "created_at": views._jsonable(run.created_at), "finished_at": views._jsonable(run.finished_at),
+                "metrics": view.tables["metrics"].records()}
+    return await run_in_threadpool(build)
+
+
+@router.get("/runs/{run_id}/metrics.{fmt}", summary="A run's metric rows incl. breakdowns (fmt: json or csv)")
+async def run_metrics(request: Request, run_id: int, fmt: str) -> Response:
+    if fmt not in ("json", "csv"):
+        raise HTTPException(404, "formats: json, csv")
+    return await _table(request, lambda: views.run_view(request.app.state.sessions, run_id, [], per_page=1),
+                        "metrics", fmt)
+
+
+@router.get("/runs/{run_id}/samples", summary="A page of a run's sample rows (searchable)")
+async def run_samples(request: Request, run_id: int, page: Annotated[int, Query(ge=1)] = 1,
+                      per_page: Annotated[int, Query(ge=1, le=500)] = 50, q: str = "",
+                      status: Annotated[str, Query(pattern="^(all|errors|unscored|scored)$")] = "all",
+                      ) -> dict[str, Any]:
+    total, rows = await run_in_threadpool(views.sample_dicts, request.app.state.sessions, run_id, page=page,
+                                          per_page=per_page, q=q.strip(), status=status)
+    return {"run_id": run_id, "total": total, "page": page, "per_page": per_page, "samples": rows}
+
+
+@router.get("/runs/{run_id}/samples.jsonl", summary="All of a run's sample rows as JSON lines")
+async def run_samples_jsonl(request: Request, run_id: int) -> StreamingResponse:
+    sessions = request.app.state.sessions
+    await run_in_threadpool(views.sample_dicts, sessions, run_id, page=1, per_page=1, q="", status="all")  # 404
+    return StreamingResponse(views.iter_sample_jsonl(sessions, run_id), media_type="application/x-ndjson",
+                             headers={"Content-Disposition": f'attachment; filename="run-{run_id}-samples.jsonl"'})
+
+
+@router.get("/compare", summary="Paired comparison of two runs on shared samples (JSON)")
+async def compare_json(request: Request, a: int, b: int) -> Response:
+    return await _table(request, lambda: views.compare_view(request.app.state.sessions, a, b), "compare", "json")
+
+
+@router.get("/compare.csv", summary="Paired comparison of two runs (CSV)")
+async def compare_csv(request: Request, a: int, b: int) -> Response:
+    return await _table(request, lambda: views.compare_view(request.app.state.sessions, a, b), "compare", "csv")
+
+
+# ---- writes --------------------------------------------------------------------------------------
+
+
+def require_token(request: Request, authorization: Annotated[str | None, Header()] = None) -> str:
+    """Bearer token check for writes; 401 for a missing, unknown or revoked token."""
+    scheme, _, token = (authorization or "").partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise HTTPException(401, "writes need 'Authorization: Bearer <token>' (harness tokens create NAME)",
+                            headers={"WWW-Authenticate": "Bearer"})
+    name = check_token(request.app.state.sessions, token.strip(), request.app.state.write_token)
+    if name is None:
+        raise HTTPException(401, "invalid or revoked token", headers={"WWW-Authenticate": "Bearer"})
+    return name
+
+
+@router.post("/runs", summary="Upload (a chunk of) a run; idempotent", response_model=PushResult)
+async def push(request: Request, body: PushIn, _token: Annotated[str, Depends(require_token)]) -> PushResult:
+    """Upsert the task, model and run rows, insert the sample and judgement rows not already
+    present, replace the run's metrics. Sending the same body again changes nothing."""
+    def write() -> PushResult:
+        with request.app.state.sessions.begin() as s:
+            return ingest(s, body)
+
+    try:
+        result = await run_in_threadpool(write)
+    except PushConflict as exc:
+        raise HTTPException(409, str(exc)) from None
+    except IntegrityError as exc:  # e.g. two pushes of a new run racing: the loser may retry
+        raise HTTPException(409, f"conflicting concurrent write, retry: {exc.orig}") from None
+    except ValueError as exc:
+        raise HTTPException(422, str(exc)) from None
+    request.app.state.cache.bump()
+    return result

@@ -1,0 +1,74 @@
+"""API tokens for writes: create (printed once), verify by hash, list, revoke."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session, sessionmaker
+
+from harness.store.schema import utcnow
+from harness.store.schema_leaderboard import ApiTokenRow
+
+PREFIX = "hlb_"
+
+
+class TokenError(ValueError):
+    """A token cannot be created or revoked (duplicate or unknown name)."""
+
+
+def hash_token(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def create_token(sessions: sessionmaker[Session], name: str) -> str:
+    name = name.strip()
+    if not name:
+        raise TokenError("a token needs a non-empty name")
+    token = PREFIX + secrets.token_urlsafe(32)
+    try:
+        with sessions.begin() as s:
+            s.add(ApiTokenRow(name=name, token_hash=hash_token(token)))
+    except IntegrityError:
+        raise TokenError(f"a token named {name!r} exists already (revoke it or pick another name)") from None
+    return token
+
+
+@dataclass(slots=True)
+class TokenInfo:
+    name: str
+    revoked: bool
+    created_at: datetime
+    last_used_at: datetime | None
+
+
+def list_tokens(sessions: sessionmaker[Session]) -> list[TokenInfo]:
+    with sessions() as s:
+        rows = s.scalars(select(ApiTokenRow).order_by(ApiTokenRow.id)).all()
+        return [TokenInfo(r.name, r.revoked, r.created_at, r.last_used_at) for r in rows]
+
+
+def revoke_token(sessions: sessionmaker[Session], name: str) -> None:
+    with sessions.begin() as s:
+        done = s.execute(update(ApiTokenRow).where(ApiTokenRow.name == name).values(revoked=True)).rowcount
+    if not done:
+        raise TokenError(f"no token named {name!r}")
+
+
+def check_token(sessions: sessionmaker[Session], token: str, static_token: str | None = None) -> str | None:
+    """The token's name if it may write, else None. ``static_token`` is the one given to
+    ``create_app(write_token=...)`` (compared in constant time)."""
+    if static_token and hmac.compare_digest(token.encode(), static_token.encode()):
+        return "static"
+    digest = hash_token(token)
+    with sessions.begin() as s:
+        row = s.scalar(select(ApiTokenRow).where(ApiTokenRow.token_hash == digest))
+        if row is None or row.revoked:
+            return None
+        row.last_used_at = utcnow()
+        return row.name

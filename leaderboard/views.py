@@ -1,0 +1,371 @@
+"""What each page shows, as template context plus the exportable tables (blocking DB work).
+
+Each ``*_view`` returns a :class:`View`; the HTML route renders ``template`` with ``context`` and
+the API routes serve ``tables`` as JSON or CSV, so a page and its exports come from one computation.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session, sessionmaker
+
+from harness.store.schema import ModelRow, RunRow, SampleResultRow, TaskRow
+
+from . import charts, queries
+from .cache import ViewCache
+from .media import sample_media
+from .ranking import PROVISIONAL_N, format_rank, lower_is_better, mean_of_estimates, rank_ranges
+from .tables import Table
+
+
+class NotFound(LookupError):
+    """The page's object does not exist (404)."""
+
+
+@dataclass
+class View:
+    template: str
+    context: dict[str, Any]
+    tables: dict[str, Table] = field(default_factory=dict)
+
+
+# ---- overview -------------------------------------------------------------------------------------
+
+SORT_KEYS = ("avg", "rank", "model", "backend", "size")
+
+
+@dataclass(slots=True)
+class OverviewParams:
+    sort: str = "avg"
+    dir: str = ""  # "" = the natural direction of the sort key
+    family: str = ""
+    modality: str = ""
+    backend: str = ""
+    q: str = ""
+
+    def key(self) -> tuple[str, ...]:
+        return (self.sort, self.dir, self.family, self.modality, self.backend, self.q)
+
+    def as_dict(self) -> dict[str, str]:
+        return {"sort": self.sort, "dir": self.dir, "family": self.family, "modality": self.modality,
+                "backend": self.backend, "q": self.q}
+
+
+def overview_view(sessions: sessionmaker[Session], cache: ViewCache, p: OverviewParams) -> View:
+    def load() -> queries.OverviewData:
+        with sessions() as s:
+            return queries.overview_data(s)
+
+    data: queries.OverviewData = cache.get(("overview-data",), load)
+    tasks = [t for t in data.tasks if (not p.family or t.family == p.family)
+             and (not p.modality or p.modality in t.modalities)]
+    names = [t.name for t in tasks]
+    lines = []
+    for src in data.lines:
+        if p.backend and src.backend != p.backend:
+            continue
+        if p.q and p.q.lower() not in f"{src.model} {src.spec}".lower():
+            continue
+        cells = {n: src.cells[n] for n in names if n in src.cells}
+        if not cells:
+            continue
+        line = queries.ModelLine(src.model_id, src.model, src.spec, src.backend, src.size, cells)
+        # the average covers the higher-is-better shown tasks, and only models that ran all of them
+        # (a mean over different task subsets would not be comparable); our choice
+        avg_tasks = [t.name for t in tasks if not t.lower_better]
+        line.avg_n_tasks = sum(1 for n in avg_tasks if n in cells)
+        if avg_tasks and line.avg_n_tasks == len(avg_tasks):
+            line.avg = mean_of_estimates([cells[n].scored for n in avg_tasks])
+        lines.append(line)
+
+    sort = p.sort if p.sort in SORT_KEYS or (p.sort.startswith("task:") and p.sort[5:] in names) else "avg"
+    rank_key = sort[5:] if sort.startswith("task:") else "avg"
+    rank_lower = next((t.lower_better for t in tasks if t.name == rank_key), False)
+    queries.rank_lines(lines, rank_key, rank_lower)
+
+    def score_of(line: queries.ModelLine) -> float | None:
+        if rank_key == "avg":
+            return line.avg.value
+        cell = line.cells.get(rank_key)
+        return cell.value if cell else None
+
+    natural_desc = sort in ("avg",) or (sort.startswith("task:") and not rank_lower)
+    desc = {"asc": False, "desc": True}.get(p.dir, natural_desc)
+    if sort in ("model", "backend", "size"):
+        lines.sort(key=lambda m: (getattr(m, sort) or "").lower(), reverse=desc)
+    elif sort == "rank":
+        lines.sort(key=lambda m: (m.rank is None, m.rank or (0, 0), m.model.lower()), reverse=desc)
+    else:  # missing scores always last
+        present = [m for m in lines if score_of(m) is not None]
+        missing = [m for m in lines if score_of(m) is None]
+        present.sort(key=lambda m: score_of(m) or 0.0, reverse=desc)
+        lines = present + sorted(missing, key=lambda m: m.model.lower())
+
+    table = Table("overview", ["rank_best", "rank_worst", "model", "model_id", "spec", "backend", "size",
+                               "average", "average_ci_low", "average_ci_high", "average_n_tasks"]
+                  + [f"{n}{suffix}" for n in names for suffix in ("", "_ci_low", "_ci_high", "_n", "_run_id",
+                                                                   "_provisional")])
+    for m in lines:
+        row: list[Any] = [m.rank[0] if m.rank else None, m.rank[1] if m.rank else None, m.model, m.model_id, m.spec,
+                          m.backend, m.size, m.avg.value, m.avg.ci_low, m.avg.ci_high, m.avg_n_tasks]
+        for n in names:
+            c = m.cells.get(n)
+            row += [c.value, c.ci_low, c.ci_high, c.n, c.run_id, c.provisional] if c else [None] * 6
+        table.rows.append(row)
+    n_runs = sum(len(m.cells) for m in lines)
+    return View("overview.html", {
+        "page_title": "Leaderboard", "nav": "overview", "tasks": tasks, "lines": lines, "params": p.as_dict(),
+        "sort": sort, "desc": desc, "rank_key": rank_key, "families": data.families,
+        "modalities": data.modalities, "backends": data.backends, "n_runs": n_runs,
+        "provisional_n": PROVISIONAL_N, "format_rank": format_rank,
+    }, {"overview": table})
+
+
+# ---- task ------------------------------------------------------------------------------------------
+
+RUN_COLUMNS = ["run_id", "run_name", "model", "model_id", "task", "task_version", "task_hash", "status", "n",
+               "n_done", "n_samples", "n_errors", "metric", "value", "ci_low", "ci_high", "cost_per_sample",
+               "total_cost", "finished_at"]
+
+
+def _run_row(r: queries.RunInfo) -> list[Any]:
+    return [r.run_id, r.run_name, r.model, r.model_id, r.task, r.task_version, r.task_hash, r.status, r.n, r.n_done,
+            r.n_samples, r.n_errors, r.primary_metric, r.value, r.ci_low, r.ci_high, r.cost_per_sample,
+            r.total_cost, r.finished_at.isoformat() if r.finished_at else None]
+
+
+METRIC_COLUMNS = ["run_id", "model", "metric", "breakdown_key", "breakdown_value", "value", "ci_low", "ci_high", "n"]
+
+
+def task_view(sessions: sessionmaker[Session], name: str) -> View:
+    with sessions() as s:
+        runs = queries.run_infos(s, task=name)
+        if not runs:
+            raise NotFound(f"no runs of task {name!r}")
+        chosen = {r.run_id for r in queries.best_runs(runs).values()}
+        metrics = queries.metrics_of(s, sorted(chosen))
+        desc_row = s.scalar(select(TaskRow.description).where(TaskRow.name == name).order_by(TaskRow.id.desc()))
+    metric = runs[-1].primary_metric
+    lower = lower_is_better(metric)
+    best = sorted((r for r in runs if r.run_id in chosen), key=lambda r: r.value or 0.0, reverse=not lower)
+    ranks = dict(zip((r.run_id for r in best), rank_ranges([r.scored for r in best], lower), strict=True))
+    front = charts.pareto_run_ids(best, lower)
+    others = [r for r in runs if r.run_id not in chosen]
+    by_run = {r.run_id: r for r in runs}
+
+    overall_names = sorted({m.name for m in metrics if not m.breakdown_key})
+    overall: dict[int, dict[str, Any]] = {}
+    breakdowns: dict[str, dict[str, Any]] = {}  # key -> {"values": [...], "cells": {run_id: {value: metric}}}
+    mtable = Table("metrics", METRIC_COLUMNS)
+    for m in metrics:
+        mtable.rows.append([m.run_id, by_run[m.run_id].model, m.name, m.breakdown_key, m.breakdown_value, m.value,
+                            m.ci_low, m.ci_high, m.n])
+        if not m.breakdown_key:
+            overall.setdefault(m.run_id, {})[m.name] = m
+        elif m.name == metric:
+            b = breakdowns.setdefault(m.breakdown_key, {"values": set(), "cells": {}})
+            b["values"].add(m.breakdown_value)
+            b["cells"].setdefault(m.run_id, {})[m.breakdown_value] = m
+    for b in breakdowns.values():
+        b["values"] = sorted(b["values"])
+
+    rtable = Table("runs", ["rank_best", "rank_worst", "pareto"] + RUN_COLUMNS)
+    for r in best:
+        rk = ranks.get(r.run_id)
+        rtable.rows.append([rk[0] if rk else None, rk[1] if rk else None, r.run_id in front] + _run_row(r))
+    for r in others:
+        rtable.rows.append([None, None, None] + _run_row(r))
+    return View("task.html", {
+        "page_title": f"Task {name}", "nav": "tasks", "name": name, "description": desc_row or "",
+        "metric": metric, "lower": lower, "best": best, "others": others, "ranks": ranks, "front": front,
+        "overall_names": overall_names, "overall": overall, "breakdowns": breakdowns,
+        "format_rank": format_rank, "provisional_n": PROVISIONAL_N,
+        "chart_scores": charts.score_ci_chart(best, metric, lower),
+        "chart_cost": charts.cost_pareto_chart(best, metric, lower),
+    }, {"runs": rtable, "metrics": mtable})
+
+
+def tasks_view(sessions: sessionmaker[Session]) -> View:
+    with sessions() as s:
+        rows = s.execute(
+            select(TaskRow.name, func.max(TaskRow.family), func.max(TaskRow.primary_metric),
+                   func.count(func.distinct(RunRow.id)), func.count(func.distinct(RunRow.model_id)),
+                   func.count(func.distinct(TaskRow.version)))
+            .join(RunRow, RunRow.task_id == TaskRow.id).group_by(TaskRow.name).order_by(TaskRow.name)).all()
+    table = Table("tasks", ["task", "family", "primary_metric", "runs", "models", "versions"],
+                  [list(r) for r in rows])
+    return View("tasks.html", {"page_title": "Tasks", "nav": "tasks", "rows": table.records()}, {"tasks": table})
+
+
+# ---- models ----------------------------------------------------------------------------------------
+
+
+def models_view(sessions: sessionmaker[Session]) -> View:
+    with sessions() as s:
+        rows = s.execute(
+            select(ModelRow.id, ModelRow.display_name, ModelRow.spec, ModelRow.backend, ModelRow.info,
+                   func.count(RunRow.id), func.count(func.distinct(RunRow.task_id)))
+            .outerjoin(RunRow, RunRow.model_id == ModelRow.id)
+            .group_by(ModelRow.id, ModelRow.display_name, ModelRow.spec, ModelRow.backend, ModelRow.info)
+            .order_by(ModelRow.display_name)).all()
+    table = Table("models", ["model_id", "model", "spec", "backend", "size", "runs", "tasks"])
+    for mid, disp, spec, backend, info, n_runs, n_tasks in rows:
+        table.rows.append([mid, disp or spec, spec, backend, queries.model_size(info or {}), n_runs, n_tasks])
+    return View("models.html", {"page_title": "Models", "nav": "models", "rows": table.records()}, {"models": table})
+
+
+def model_view(sessions: sessionmaker[Session], model_id: int) -> View:
+    with sessions() as s:
+        model = s.get(ModelRow, model_id)
+        if model is None:
+            raise NotFound(f"no model with id {model_id}")
+        runs = queries.run_infos(s, model_id=model_id)
+    table = Table("runs", RUN_COLUMNS, [_run_row(r) for r in reversed(runs)])
+    return View("model.html", {"page_title": model.display_name or model.spec, "nav": "models", "model": model,
+                               "runs": list(reversed(runs)), "provisional_n": PROVISIONAL_N}, {"runs": table})
+
+
+# ---- runs ------------------------------------------------------------------------------------------
+
+
+def runs_view(sessions: sessionmaker[Session], page: int = 1, per_page: int = 50, task: str = "") -> View:
+    with sessions() as s:
+        runs = queries.run_infos(s, task=task or None)
+    runs.reverse()
+    total = len(runs)
+    shown = runs[(page - 1) * per_page: page * per_page]
+    table = Table("runs", RUN_COLUMNS, [_run_row(r) for r in runs])
+    return View("runs.html", {"page_title": "Runs", "nav": "runs", "runs": shown, "total": total, "page": page,
+                              "per_page": per_page, "pages": max(1, math.ceil(total / per_page)),
+                              "params": {"task": task, "per_page": per_page}}, {"runs": table})
+
+
+CONFIG_KEYS = ("task", "task_version", "task_hash", "task_options", "model", "model_settings", "judge", "seed",
+               "epochs", "limit")
+
+
+def run_view(sessions: sessionmaker[Session], run_id: int, media_roots: list[Path], *, page: int = 1,
+             per_page: int = 20, q: str = "", status: str = "all") -> View:
+    with sessions() as s:
+        infos = queries.run_infos(s, run_ids=[run_id])
+        if not infos:
+            raise NotFound(f"no run with id {run_id}")
+        info = infos[0]
+        run = s.get(RunRow, run_id)
+        metrics = queries.metrics_of(s, [run_id])
+        total, rows = queries.sample_page(s, run_id, q=q, status=status, page=page, per_page=per_page)
+        stored = queries.judgements_for(s, run_id, [(r.sample_id, r.epoch) for r in rows])
+    samples = []
+    for r in rows:
+        details = dict(r.details or {})
+        judgements = details.pop("_judgements", None) or [
+            {"judge_spec": j.judge_spec, "prompt_hash": j.prompt_hash, "raw": j.raw, "verdict": j.verdict}
+            for j in stored.get((r.sample_id, r.epoch), [])]
+        media = sample_media(r.input or {}, r.details or {}, r.prediction, media_roots)
+        input_media = {m.path: m for m in media if m.label == "input"}
+        samples.append({"row": r, "details": details, "judgements": judgements, "input_media": input_media,
+                        "media": [m for m in media if m.label != "input"],
+                        "messages": (r.input or {}).get("messages", []),
+                        "metadata": (r.input or {}).get("metadata", {})})
+    mtable = Table("metrics", METRIC_COLUMNS, [[m.run_id, info.model, m.name, m.breakdown_key, m.breakdown_value,
+                                                m.value, m.ci_low, m.ci_high, m.n] for m in metrics])
+    config = (run.config or {}) if run else {}
+    return View("run.html", {
+        "page_title": f"Run {info.run_name}", "nav": "runs", "info": info, "run": run, "metrics": metrics,
+        "config_main": [(k, config.get(k)) for k in CONFIG_KEYS if k in config],
+        "config": config, "samples": samples, "total": total, "page": page, "per_page": per_page,
+        "pages": max(1, math.ceil(total / per_page)), "q": q, "status": status,
+        "filters": queries.SAMPLE_FILTERS, "params": {"q": q, "status": status, "per_page": per_page},
+    }, {"metrics": mtable})
+
+
+def sample_dicts(sessions: sessionmaker[Session], run_id: int, *, page: int, per_page: int, q: str,
+                 status: str) -> tuple[int, list[dict[str, Any]]]:
+    from harness.export import COLUMNS
+
+    with sessions() as s:
+        if s.get(RunRow, run_id) is None:
+            raise NotFound(f"no run with id {run_id}")
+        total, rows = queries.sample_page(s, run_id, q=q, status=status, page=page, per_page=per_page)
+    return total, [{c: _jsonable(getattr(r, c)) for c in COLUMNS} for r in rows]
+
+
+def _jsonable(v: Any) -> Any:
+    if hasattr(v, "isoformat"):
+        return v.isoformat()
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    return v
+
+
+def iter_sample_jsonl(sessions: sessionmaker[Session], run_id: int, chunk: int = 500):  # type: ignore[no-untyped-def]
+    """All sample rows of a run as JSON lines, read in keyset-paged chunks (constant memory)."""
+    import json
+
+    from harness.export import COLUMNS
+
+    cols = [getattr(SampleResultRow, c) for c in COLUMNS]
+    last_id = 0
+    while True:
+        with sessions() as s:
+            rows = s.execute(select(SampleResultRow.id, *cols).where(SampleResultRow.run_id == run_id,
+                                                                     SampleResultRow.id > last_id)
+                             .order_by(SampleResultRow.id).limit(chunk)).all()
+        if not rows:
+            return
+        last_id = rows[-1][0]
+        yield "".join(json.dumps({c: _jsonable(v) for c, v in zip(COLUMNS, r[1:], strict=True)},
+                                 ensure_ascii=False, default=str) + "\n" for r in rows)
+
+
+# ---- compare ---------------------------------------------------------------------------------------
+
+
+def compare_view(sessions: sessionmaker[Session], a: int | None, b: int | None, limit: int = 50) -> View:
+    from harness.compare import compare_runs
+
+    with sessions() as s:
+        all_runs = queries.run_infos(s)
+    ctx: dict[str, Any] = {"page_title": "Compare runs", "nav": "compare", "all_runs": list(reversed(all_runs)),
+                           "a": a, "b": b, "results": [], "error": None, "diffs": [], "config_rows": []}
+    table = Table("compare", ["metric", "n", "mean_a", "mean_b", "diff_b_minus_a", "ci_low", "ci_high", "p_value",
+                              "test"])
+    if a is None or b is None:
+        return View("compare.html", ctx, {"compare": table})
+    by_id = {r.run_id: r for r in all_runs}
+    if a not in by_id or b not in by_id:
+        raise NotFound(f"no run with id {a if a not in by_id else b}")
+    ra, rb = by_id[a], by_id[b]
+    ctx.update(ra=ra, rb=rb)
+    try:
+        results = compare_runs(sessions, a, b)
+    except ValueError as exc:
+        ctx["error"] = str(exc)
+        results = []
+    ctx["results"] = results
+    for r in results:
+        table.rows.append([r.metric, r.n, r.mean_a, r.mean_b, r.diff, r.ci_low, r.ci_high, r.p_value, r.test])
+    with sessions() as s:
+        run_a, run_b = s.get(RunRow, a), s.get(RunRow, b)
+        ca, cb = (run_a.config if run_a else {}) or {}, (run_b.config if run_b else {}) or {}
+        ctx["config_rows"] = [(k, ca.get(k), cb.get(k)) for k in sorted(set(ca) | set(cb)) if k != "run_name"]
+        ctx["diffs"], ctx["n_diffs"] = _differing_samples(s, a, b, ra.primary_metric, limit)
+    return View("compare.html", ctx, {"compare": table})
+
+
+def _differing_samples(s: Session, a: int, b: int, metric: str, limit: int) -> tuple[list[dict[str, Any]], int]:
+    """Samples (epoch 0) whose headline score differs between the runs, first ``limit`` of them."""
+    def load(run_id: int) -> dict[str, tuple[Any, str]]:
+        rows = s.execute(select(SampleResultRow.sample_id, SampleResultRow.scores, SampleResultRow.output)
+                         .where(SampleResultRow.run_id == run_id, SampleResultRow.epoch == 0))
+        return {sid: ((scores or {}).get(metric), out) for sid, scores, out in rows}
+
+    la, lb = load(a), load(b)
+    ids = sorted((i for i in set(la) & set(lb) if la[i][0] != lb[i][0]), key=lambda i: (len(i), i))
+    return [{"sample_id": i, "score_a": la[i][0], "score_b": lb[i][0], "output_a": la[i][1], "output_b": lb[i][1]}
+            for i in ids[:limit]], len(ids)
