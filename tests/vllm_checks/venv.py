@@ -1,0 +1,66 @@
+"""Helpers for tests/test_vllm_*.py: find the vLLM venv's interpreter and run a check script in it.
+
+The vLLM parts run in ``$HARNESS_VLLM_PYTHON`` (built by tests/setup.d/60-vllm.sh); each check
+script prints one JSON object on its last stdout line, which the test asserts on. Outside CI a
+missing venv skips the tests; under CI=true it fails them (the fragment should have built it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+CHECKS = Path(__file__).resolve().parent
+ROOT = CHECKS.parents[1]
+ENV = {
+    "VLLM_CPU_KVCACHE_SPACE": "1",
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "VLLM_HOST_IP": "127.0.0.1",
+    "RAY_AUTH_MODE": "disabled",
+    "OMP_NUM_THREADS": "1",
+    "TOKENIZERS_PARALLELISM": "false",
+    "VLLM_LOGGING_LEVEL": "WARNING",
+}
+
+
+def vllm_python() -> str:
+    """The venv interpreter, or skip (fail under CI) when it is missing."""
+    default = Path(os.environ.get("HARNESS_CACHE_DIR", Path.home() / ".cache" / "harness")) / "venvs/vllm/bin/python"
+    python = os.environ.get("HARNESS_VLLM_PYTHON") or str(default)
+    if not Path(python).exists():
+        message = f"vLLM venv missing ({python}); run: source tests/setup.d/60-vllm.sh"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+    return python
+
+
+def check_env(tmp: Path) -> dict[str, str]:
+    return {**os.environ, **ENV, "PYTHONPATH": str(CHECKS), "RAY_TMPDIR": str(tmp)}
+
+
+def run_check(script: str, *args: str, tmp: Path, timeout: float = 600) -> dict[str, Any]:
+    """Run tests/vllm_checks/SCRIPT in the venv; return its JSON (fails with the log tail)."""
+    python = vllm_python()
+    proc = subprocess.run([python, str(CHECKS / script), *args], capture_output=True, text=True,
+                          timeout=timeout, env=check_env(tmp), cwd=str(tmp))
+    lines = proc.stdout.strip().splitlines()
+    if proc.returncode != 0 or not lines:
+        tail = (proc.stdout[-3000:] + "\n" + proc.stderr[-6000:]).strip()
+        raise AssertionError(f"{script} exited {proc.returncode}:\n{tail}")
+    return json.loads(lines[-1])
+
+
+def tiny_model(base: Path) -> Path:
+    """Build (once) the tiny random Qwen2 chat model with the venv's transformers."""
+    out = base / "tiny-qwen2"
+    if not (out / "tiny-qwen2-v1").exists():
+        subprocess.run([vllm_python(), str(CHECKS / "tiny_model.py"), str(out)], check=True, capture_output=True,
+                       timeout=300, env={**os.environ, **ENV})
+    return out
