@@ -1,0 +1,106 @@
+"""``harness arena ...``: ratings table, voter audit, and demo data for the human-preference arena."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from harness.cli import DbOpt, _console, _sessions, fail
+
+arena_app = typer.Typer(no_args_is_help=True, help="Human-preference arena: ratings, voter audit, demo data.")
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(arena_app, name="arena")
+
+
+@arena_app.command("ratings")
+def ratings_cmd(
+    task: Annotated[str | None, typer.Option("--task", "-t", help="Only votes on this task (default all)")] = None,
+    bootstrap: Annotated[int, typer.Option("--bootstrap", help="Bootstrap rounds; 0 = sandwich CIs")] = 100,
+    style: Annotated[bool, typer.Option("--style", help="Style control (length, headers, lists, bold)")] = False,
+    min_votes: Annotated[int, typer.Option("--min-votes", help="Votes before a model is listed")] = 0,
+    provisional: Annotated[int, typer.Option("--provisional", help="Listed but provisional under this")] = 100,
+    keep_implausible: Annotated[bool, typer.Option("--keep-implausible", help="Do not drop flagged voters")] = False,
+    seed: Annotated[int, typer.Option(help="Bootstrap seed")] = 0,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table")] = False,
+    db: DbOpt = None,
+) -> None:
+    """Bradley-Terry ratings of the arena votes with 95% CIs and rank (UB)."""
+    import json
+
+    from rich.table import Table
+
+    from harness.leaderboard.arena.standings import compute
+    from harness.ratings import RatingsError
+
+    if bootstrap < 0:
+        fail("--bootstrap must be >= 0")
+    sessions = _sessions(db)
+    try:
+        with sessions() as s:
+            st = compute(s, task, ci="bootstrap" if bootstrap else "sandwich", rounds=bootstrap, min_votes=min_votes,
+                         provisional_votes=provisional, exclude_implausible=not keep_implausible, style=style,
+                         seed=seed)
+    except RatingsError as exc:
+        fail(str(exc))
+    if as_json:
+        out = st.ratings.to_dict()
+        out.update({"task": task, "votes_used": st.votes_used, "excluded_voters": [f.voter for f in st.excluded]})
+        typer.echo(json.dumps(out, indent=2))
+        return
+    if not st.votes_used:
+        fail(f"no arena votes{f' on task {task!r}' if task else ''}")
+    ci = f"bootstrap x{bootstrap}" if bootstrap else "sandwich"
+    table = Table(title=f"Arena ratings{f' ({task})' if task else ''}: {st.votes_used} votes, 95% CI {ci}"
+                        f"{', style-controlled' if st.style else ''}")
+    for col in ("Rank (UB)", "Model", "Rating", "95% CI", "Votes", "Win rate", ""):
+        table.add_column(col, justify="left" if col in ("Model", "") else "right")
+    for r in st.ratings.ratings:
+        table.add_row(str(r.rank) if r.listed else "-", r.model, f"{r.rating:.0f}",
+                      f"[{r.ci_low:.0f}, {r.ci_high:.0f}]", f"{r.votes:.0f}", f"{100 * r.win_rate:.1f}%",
+                      "not listed" if not r.listed else "provisional" if r.provisional else "")
+    con = _console()
+    con.print(table)
+    if st.excluded:
+        con.print(f"{len(st.excluded)} implausible voter(s) excluded: "
+                  + "; ".join(f"{f.voter[:8]}… {f.reason}" for f in st.excluded))
+
+
+@arena_app.command("audit")
+def audit_cmd(
+    task: Annotated[str | None, typer.Option("--task", "-t")] = None,
+    min_votes: Annotated[int, typer.Option("--min-votes", help="Decisive votes before a voter is tested")] = 10,
+    apply: Annotated[bool, typer.Option("--apply", help="Mark the flagged voters' votes in the database")] = False,
+    db: DbOpt = None,
+) -> None:
+    """List voters whose votes are implausible (position bias, disagreement with consensus)."""
+    from harness.leaderboard.arena.standings import apply_flags, flag_voters, load_votes
+
+    sessions = _sessions(db)
+    with sessions() as s:
+        flags = flag_voters(load_votes(s, task), min_votes)
+        for f in flags:
+            typer.echo(f"{f.voter}\t{f.votes} votes\tz={f.statistic:+.1f}\t{f.reason}")
+        if apply and flags:
+            typer.echo(f"marked {apply_flags(s, flags, task)} vote(s) as flagged")
+    if not flags:
+        typer.echo("no implausible voters")
+
+
+@arena_app.command("demo")
+def demo_cmd(
+    renders: Annotated[Path | None, typer.Option(help="Also write a 3D-style demo task with renders here")] = None,
+    db: DbOpt = None,
+) -> None:
+    """Write synthetic runs to try the arena on (task arena-demo; arena-demo-3d with --renders)."""
+    from harness.leaderboard.arena.demo import seed_renders, seed_text
+
+    sessions = _sessions(db)
+    seed_text(sessions)
+    if renders is not None:
+        seed_renders(sessions, renders)
+        typer.echo(f"renders under {renders}: serve with HARNESS_MEDIA_ROOT={renders}")
+    typer.echo("demo runs written: open /arena in `harness serve`")

@@ -1,0 +1,8 @@
+"""The human-preference arena: anonymous pairwise battles over stored outputs, signed single-use
+vote tokens, rate limits, Bradley-Terry ratings (harness.ratings). ``router`` goes into the
+leaderboard app; ``create_arena_app`` is a standalone app for tests and small deployments."""
+
+from .routes import router
+from .standalone import create_arena_app
+
+__all__ = ["router", "create_arena_app"]

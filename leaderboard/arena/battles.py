@@ -1,0 +1,315 @@
+"""Choosing and serving battles: which models can meet on which task, which pair (active
+sampling), which sample, and what the voter sees (nothing that names a model).
+
+Candidates are the latest run of every model on every task (by task name). A battle is two
+different models' stored outputs for the same sample and epoch. Pairs whose outputs are identical
+(same text and prediction, or identical render files), or whose attempts both failed, are skipped, and
+so are outputs that contain their own model's name (they would unmask the battle).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import re
+import secrets
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session, aliased
+
+from harness.ratings import ELO_SCALE, pair_counts, rate_counts, style_features
+from harness.store.schema import ModelRow, RunRow, SampleResultRow, TaskRow
+from harness.store.schema_arena import ArenaBattleRow, ArenaVoteRow
+
+from . import media, tokens
+from .config import ArenaConfig
+
+CANDIDATE_ROWS = 12  # random shared samples looked at per pair before moving to the next pair
+MAX_PAIRS_TRIED = 12
+
+
+def naive_utc(ts: float) -> datetime:
+    """Unix seconds -> naive UTC datetime (the store keeps naive UTC, like harness.store.schema.utcnow)."""
+    return datetime.fromtimestamp(ts, UTC).replace(tzinfo=None)
+
+
+class NoBattle(LookupError):
+    """Nothing can be served (no task with two models, or every candidate is identical/failed)."""
+
+
+@dataclass
+class PairStats:
+    votes: dict[frozenset[str], int] = field(default_factory=dict)
+    se: dict[str, float] = field(default_factory=dict)  # Elo-scale uncertainty per model
+
+
+class StatsCache:
+    """Candidates and per-task pair statistics, recomputed at most every ``ttl`` seconds."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.candidates: tuple[float, dict[str, dict[str, int]]] | None = None
+        self.pairs: dict[str, tuple[float, PairStats]] = {}
+
+
+def model_label(display_name: str, spec: str) -> str:
+    return display_name or spec
+
+
+def load_candidates(session: Session) -> dict[str, dict[str, int]]:
+    """task name -> {model label -> latest run id}, tasks with at least two models only."""
+    rows = session.execute(
+        select(TaskRow.name, ModelRow.display_name, ModelRow.spec, func.max(RunRow.id))
+        .join(RunRow, RunRow.task_id == TaskRow.id)
+        .join(ModelRow, RunRow.model_id == ModelRow.id)
+        .group_by(TaskRow.name, ModelRow.id, ModelRow.display_name, ModelRow.spec)
+    ).all()
+    out: dict[str, dict[str, int]] = {}
+    for task, display, spec, run_id in rows:
+        models = out.setdefault(task, {})
+        label = model_label(display, spec)
+        models[label] = max(run_id, models.get(label, 0))
+    return {t: m for t, m in out.items() if len(m) >= 2}
+
+
+def load_pair_stats(session: Session, task: str, models: list[str]) -> PairStats:
+    rows = session.execute(
+        select(ArenaVoteRow.left_model, ArenaVoteRow.right_model, ArenaVoteRow.outcome, func.count())
+        .where(ArenaVoteRow.task == task, ArenaVoteRow.flagged.is_(False))
+        .group_by(ArenaVoteRow.left_model, ArenaVoteRow.right_model, ArenaVoteRow.outcome)
+    ).all()
+    stats = PairStats()
+    votes = []
+    for left, right, outcome, n in rows:
+        if left in models and right in models:
+            key = frozenset((left, right))
+            stats.votes[key] = stats.votes.get(key, 0) + n
+            votes.append((left, right, {"left": "a", "right": "b"}.get(outcome, "tie"), n))
+    counts = pair_counts(votes, models)
+    fitted = rate_counts(counts, ci="sandwich").by_model()
+    for m in models:
+        n_m = fitted[m].votes
+        # below ~10 votes the sandwich SE is unreliable: use the p = 1/2 approximation 2/sqrt(n)
+        stats.se[m] = fitted[m].se if n_m >= 10 else ELO_SCALE * 2.0 / math.sqrt(n_m + 1.0)
+    return stats
+
+
+def cached(cache: StatsCache, cfg: ArenaConfig, session: Session, task: str | None):  # type: ignore[no-untyped-def]
+    now = time.monotonic()
+    with cache.lock:
+        if cache.candidates is None or now - cache.candidates[0] > cfg.stats_ttl_s:
+            cache.candidates = (now, load_candidates(session))
+        candidates = cache.candidates[1]
+        if task is None:
+            return candidates, None
+        entry = cache.pairs.get(task)
+        if task in candidates and (entry is None or now - entry[0] > cfg.stats_ttl_s):
+            entry = (now, load_pair_stats(session, task, sorted(candidates[task])))
+            cache.pairs[task] = entry
+        return candidates, entry[1] if entry else None
+
+
+def pair_order(
+    models: list[str], stats: PairStats | None, cfg: ArenaConfig, rng: random.Random
+) -> list[tuple[str, str]]:
+    """All pairs in a random order drawn by weight (Efraimidis-Spirakis keys): uniform, or active:
+    few votes on the pair and wide intervals on its models raise the weight."""
+    keyed = []
+    for i, a in enumerate(models):
+        for b in models[i + 1 :]:
+            w = 1.0
+            if cfg.sampling == "active" and stats is not None:
+                n = stats.votes.get(frozenset((a, b)), 0)
+                width = stats.se.get(a, 0.0) + stats.se.get(b, 0.0)
+                w = (1.0 + width / 100.0) ** cfg.active_ci_power / (1.0 + n) ** cfg.active_votes_power
+            keyed.append((rng.random() ** (1.0 / max(w, 1e-12)), a, b))
+    keyed.sort(reverse=True)
+    return [(a, b) for _, a, b in keyed]
+
+
+_WS = re.compile(r"\s+")
+
+
+def _norm(text: str) -> str:
+    return _WS.sub(" ", text or "").strip()
+
+
+@dataclass
+class Side:
+    row: SampleResultRow
+    renders: list[Path]
+
+    @property
+    def failed(self) -> bool:
+        r = self.row
+        empty = not _norm(r.output) and r.prediction in (None, "", [], {}) and not self.renders
+        return r.error is not None or empty
+
+
+def _side(row: SampleResultRow, roots: list[Path]) -> Side:
+    paths = [media.resolve(p, roots) for p in media.render_paths(row.details, row.prediction)]
+    return Side(row, [p for p in paths if p is not None])
+
+
+def identical(a: Side, b: Side) -> bool:
+    if a.renders or b.renders:
+        return [media.file_digest(p) for p in a.renders] == [media.file_digest(p) for p in b.renders]
+    same_pred = json.dumps(a.row.prediction, sort_keys=True, default=str) == json.dumps(
+        b.row.prediction, sort_keys=True, default=str
+    )
+    return _norm(a.row.output) == _norm(b.row.output) and same_pred
+
+
+def names_itself(side: Side, label: str, spec_tail: set[str]) -> bool:
+    text = (side.row.output or "").lower()
+    return any(n and len(n) >= 4 and n in text for n in {label.lower(), *spec_tail})
+
+
+def _name_parts(label: str) -> set[str]:
+    tail = re.split(r"[:/]", label)[-1].lower()
+    return {tail}
+
+
+def find_sides(
+    session: Session, run_a: int, run_b: int, label_a: str, label_b: str, cfg: ArenaConfig, roots: list[Path]
+) -> tuple[Side, Side] | None:
+    a, b = aliased(SampleResultRow), aliased(SampleResultRow)
+    pairs = session.execute(
+        select(a.id, b.id)
+        .join(b, (a.sample_id == b.sample_id) & (a.epoch == b.epoch))
+        .where(a.run_id == run_a, b.run_id == run_b)
+        .order_by(func.random())
+        .limit(CANDIDATE_ROWS)
+    ).all()
+    for id_a, id_b in pairs:
+        sa, sb = _side(session.get(SampleResultRow, id_a), roots), _side(session.get(SampleResultRow, id_b), roots)
+        if sa.failed and sb.failed:
+            continue
+        if identical(sa, sb):
+            continue
+        if cfg.hide_self_naming and (
+            names_itself(sa, label_a, _name_parts(label_a)) or names_itself(sb, label_b, _name_parts(label_b))
+        ):
+            continue
+        return sa, sb
+    return None
+
+
+def _text_of(input_: Any) -> str:
+    parts = []
+    for m in (input_ or {}).get("messages") or []:
+        if m.get("role") == "system":
+            continue
+        content = m.get("content")
+        if isinstance(content, str):
+            parts.append(content)
+        else:
+            parts += [p.get("text") or "" for p in content or [] if p.get("type") == "text"]
+    return "\n\n".join(p for p in parts if p)
+
+
+def create_battle(
+    session: Session,
+    cfg: ArenaConfig,
+    cache: StatsCache,
+    secret: bytes,
+    voter_hash: str,
+    ip_hash: str,
+    roots: list[Path],
+    task: str | None = None,
+) -> dict[str, Any]:
+    """Pick, store and describe one battle. The description names no model and no file."""
+    rng = random.Random(secrets.randbits(64))
+    candidates, _ = cached(cache, cfg, session, None)
+    if task is not None and task not in candidates:
+        raise NoBattle(f"no task {task!r} with outputs from at least two models")
+    tasks = [task] if task else rng.sample(sorted(candidates), len(candidates))
+    for t in tasks:
+        _, stats = cached(cache, cfg, session, t)
+        models = candidates[t]
+        for left, right in pair_order(sorted(models), stats, cfg, rng)[:MAX_PAIRS_TRIED]:
+            found = find_sides(session, models[left], models[right], left, right, cfg, roots)
+            if found is None:
+                continue
+            if rng.random() < 0.5:  # left/right at random
+                left, right, found = right, left, (found[1], found[0])
+            return _store(session, cfg, secret, voter_hash, ip_hash, t, left, right, *found, roots)
+    raise NoBattle("no battle available: every candidate pair has identical or failed outputs")
+
+
+def _store(
+    session: Session, cfg: ArenaConfig, secret: bytes, voter_hash: str, ip_hash: str, task: str,
+    left: str, right: str, sl: Side, sr: Side, roots: list[Path],
+) -> dict[str, Any]:
+    public_id = secrets.token_urlsafe(18)
+    now = cfg.clock()
+    expires = int(now + cfg.token_ttl_s)
+    slots: dict[str, str] = {}
+    prompt_slots = []
+    for i, p in enumerate(media.prompt_image_paths(sl.row.input)):
+        real = media.resolve(p, roots)
+        if real is not None:
+            slots[f"p{i}"] = str(real)
+            prompt_slots.append(f"p{i}")
+    for prefix, side in (("l", sl), ("r", sr)):
+        for i, p in enumerate(side.renders):
+            slots[f"{prefix}{i}"] = str(p)
+    row = ArenaBattleRow(
+        public_id=public_id, task=task, sample_id=sl.row.sample_id, epoch=sl.row.epoch,
+        left_model=left, right_model=right, left_result_id=sl.row.id, right_result_id=sr.row.id,
+        media=slots,
+        features={"left": style_features(sl.row.output or ""), "right": style_features(sr.row.output or "")},
+        voter_hash=voter_hash, ip_hash=ip_hash,
+        created_at=naive_utc(now), expires_at=naive_utc(expires),
+    )
+    session.add(row)
+    session.commit()
+    fields = tokens.battle_fields(public_id, row.sample_id, row.epoch, left, right, voter_hash, expires)
+    token = tokens.sign(secret, fields)
+    return describe(session, row, token, int(cfg.token_ttl_s))
+
+
+def describe(session: Session, row: ArenaBattleRow, token: str | None = None, ttl: int = 0) -> dict[str, Any]:
+    """What the page shows for a battle: prompt, both outputs and opaque media URLs; no model."""
+    left = session.get(SampleResultRow, row.left_result_id) if row.left_result_id else None
+    right = session.get(SampleResultRow, row.right_result_id) if row.right_result_id else None
+    slots = sorted(row.media or {}, key=lambda s: (s[0], int(s[1:])))
+
+    def view(prefix: str, r: SampleResultRow | None) -> dict[str, Any]:
+        images = [f"/arena/media/{row.public_id}/{s}" for s in slots if s[0] == prefix]
+        failed = r is None or r.error is not None or (not _norm(r.output) and not images and r.prediction in
+                                                       (None, "", [], {}))
+        return {"text": "" if r is None or r.error is not None else r.output or "", "failed": failed,
+                "images": images}
+
+    return {
+        "battle": row.public_id,
+        "token": token,
+        "task": row.task,
+        "expires_in_s": ttl,
+        "prompt": {"text": _text_of(left.input if left else {}),
+                   "images": [f"/arena/media/{row.public_id}/{s}" for s in slots if s[0] == "p"]},
+        "left": view("l", left),
+        "right": view("r", right),
+    }
+
+
+def served_recently(session: Session, column: Any, value: str, since: datetime) -> int:
+    q = select(func.count()).select_from(ArenaBattleRow).where(column == value, ArenaBattleRow.created_at >= since)
+    return session.scalar(q) or 0
+
+
+def serving_allowed(session: Session, cfg: ArenaConfig, voter_hash: str, ip_hash: str) -> bool:
+    since = naive_utc(cfg.clock()) - timedelta(minutes=1)
+    per_ip = cfg.battles_per_minute * cfg.ip_multiplier
+    return (
+        served_recently(session, ArenaBattleRow.voter_hash, voter_hash, since) < cfg.battles_per_minute
+        and served_recently(session, ArenaBattleRow.ip_hash, ip_hash, since) < per_ip
+    )

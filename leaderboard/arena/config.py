@@ -1,0 +1,50 @@
+"""Arena settings. The app may put an ``ArenaConfig`` on ``app.state.arena_config``; otherwise the
+defaults below apply (environment overrides for the secret and media root)."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+@dataclass
+class ArenaConfig:
+    secret: str | None = field(default_factory=lambda: os.environ.get("HARNESS_ARENA_SECRET"))
+    token_ttl_s: float = 30 * 60  # a battle left open longer than this cannot be voted on
+    votes_per_minute: int = 20  # per voter cookie and, separately, per IP hash
+    votes_per_day: int = 500
+    battles_per_minute: int = 40  # serving is limited too, so battles cannot be mined for reveals
+    ip_multiplier: int = 5  # an IP may carry several voters (NAT): its limits are this many times larger
+    sampling: str = "active"  # "active" or "uniform"
+    active_votes_power: float = 1.0  # pair weight /= (1 + votes on the pair) ** this
+    active_ci_power: float = 1.0  # pair weight *= (1 + (se_a + se_b) / 100 Elo) ** this
+    stats_ttl_s: float = 10.0  # how long candidate runs and pair statistics are cached
+    min_votes: int = 20  # a model is listed on the ratings page after this many votes
+    provisional_votes: int = 100  # listed models under this many votes are marked provisional
+    bootstrap_rounds: int = 100
+    exclude_implausible: bool = True
+    outlier_min_votes: int = 10
+    hide_self_naming: bool = True  # outputs that contain their model's name are never served
+    media_roots: list[Path] = field(default_factory=list)
+    clock: Callable[[], float] = time.time  # tests move time forward without sleeping
+
+
+def config_from_app(app: Any) -> ArenaConfig:
+    cfg = getattr(app.state, "arena_config", None)
+    if cfg is None:
+        cfg = ArenaConfig()
+        app.state.arena_config = cfg
+    return cfg
+
+
+def media_roots(app: Any, cfg: ArenaConfig) -> list[Path]:
+    """Where artifact files may be served from: the arena's own roots, the leaderboard's
+    ``app.state.media_roots``, then $HARNESS_MEDIA_ROOT / $HARNESS_ARTIFACTS_DIR."""
+    roots = list(cfg.media_roots) + [Path(p) for p in getattr(app.state, "media_roots", None) or []]
+    for var in ("HARNESS_MEDIA_ROOT", "HARNESS_ARTIFACTS_DIR"):
+        roots += [Path(p) for p in os.environ.get(var, "").split(os.pathsep) if p]
+    return roots

@@ -1,0 +1,124 @@
+"""Synthetic runs to try the arena on (``harness arena demo``), and the fixture the tests and the
+benchmark use: a text task whose models answer differently, with some samples where every model
+answers the same (must never be served) and some where every model failed; optionally a 3D-style
+task whose outputs are render images (PNG files named after the model, with the model name in a
+PNG text chunk: the arena must leak neither).
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from pathlib import Path
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session, sessionmaker
+
+from harness.store.ops import get_or_create_model, get_or_create_task
+from harness.store.schema import RunRow, SampleResultRow
+
+DEMO_MODELS = ("demo-alpha", "demo-bravo", "demo-charlie", "demo-delta")
+PALETTE = ((37, 99, 235), (22, 163, 74), (220, 38, 38), (202, 138, 4), (124, 58, 237), (8, 145, 178))
+
+
+def png_bytes(width: int, height: int, rgb: tuple[int, int, int], text: str = "", stripe: int = 0) -> bytes:
+    """A small RGB PNG (a flat colour with a lighter band at row ``stripe``), with an optional
+    tEXt chunk: written by hand so the demo needs no imaging library."""
+    light = tuple(min(255, c + 90) for c in rgb)
+    rows = []
+    for y in range(height):
+        colour = light if abs(y - stripe) < height // 8 else rgb
+        rows.append(b"\x00" + bytes(colour) * width)
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+
+    out = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
+    if text:
+        out += chunk(b"tEXt", b"Comment\x00" + text.encode())
+    return out + chunk(b"IDAT", zlib.compress(b"".join(rows))) + chunk(b"IEND", b"")
+
+
+def _exists(session: Session, name: str) -> bool:
+    return session.scalar(select(RunRow.id).where(RunRow.name == name)) is not None
+
+
+def _run(session: Session, task_id: int, model: str, name: str) -> int:
+    model_row = get_or_create_model(session, f"demo:{model}", backend="demo", display_name=model)
+    run = RunRow(name=name, task_id=task_id, model_id=model_row.id, status="finished")
+    session.add(run)
+    session.flush()
+    return run.id
+
+
+def seed_text(
+    sessions: sessionmaker[Session], *, task: str = "arena-demo", models: tuple[str, ...] = DEMO_MODELS,
+    n_samples: int = 24, n_identical: int = 4, n_failed: int = 2,
+) -> dict[str, int]:
+    """One run per model; samples ``s000..``: the first ``n_identical`` have the same answer from every
+    model, the next ``n_failed`` failed for every model, the rest differ. Returns model -> run id."""
+    runs: dict[str, int] = {}
+    with sessions() as s:
+        t = get_or_create_task(s, name=task, version="1", content_hash=f"demo-{task}", family="text",
+                               description="arena demo")
+        for m_index, model in enumerate(models):
+            if _exists(s, f"{task}-{model}"):  # already seeded: idempotent
+                continue
+            run_id = _run(s, t.id, model, f"{task}-{model}")
+            runs[model] = run_id
+            rows = []
+            for i in range(n_samples):
+                question = f"Question {i}: explain why the sky looks blue at noon and red at sunset."
+                kind = "same" if i < n_identical else "failed" if i < n_identical + n_failed else "differs"
+                output = {
+                    "same": "Rayleigh scattering.",
+                    "failed": "",
+                    "differs": f"Answer {m_index}-{i}: " + ("because of scattering. " * (1 + (m_index + i) % 5)),
+                }[kind]
+                rows.append(SampleResultRow(
+                    run_id=run_id, sample_id=f"s{i:03d}", epoch=0,
+                    input={"messages": [{"role": "user", "content": [{"type": "text", "text": question}]}],
+                           "metadata": {}},
+                    output=output, error="RuntimeError: backend timeout" if kind == "failed" else None,
+                    scores={}, details={},
+                ))
+            s.add_all(rows)
+        s.commit()
+    return runs
+
+
+def seed_renders(
+    sessions: sessionmaker[Session], root: Path, *, task: str = "arena-demo-3d", models: tuple[str, ...] = DEMO_MODELS,
+    n_samples: int = 6, views: int = 4, size: int = 64,
+) -> dict[str, int]:
+    """3D-style runs: every sample has ``views`` render PNGs per model under ``root`` (paths stored
+    relative to it in ``details["renders"]``); sample s000 renders identically for every model."""
+    runs: dict[str, int] = {}
+    root.mkdir(parents=True, exist_ok=True)
+    with sessions() as s:
+        t = get_or_create_task(s, name=task, version="1", content_hash=f"demo-{task}", family="3d",
+                               description="arena 3D demo")
+        for m_index, model in enumerate(models):
+            if _exists(s, f"{task}-{model}"):
+                continue
+            run_id = _run(s, t.id, model, f"{task}-{model}")
+            runs[model] = run_id
+            for i in range(n_samples):
+                colour = PALETTE[0] if i == 0 else PALETTE[m_index % len(PALETTE)]
+                paths = []
+                for v in range(views):
+                    rel = f"{model}/s{i:03d}/view{v}.png"
+                    (root / rel).parent.mkdir(parents=True, exist_ok=True)
+                    stripe = (v * size) // views
+                    (root / rel).write_bytes(png_bytes(size, size, colour, text=f"rendered by {model}", stripe=stripe))
+                    paths.append(rel)
+                s.add(SampleResultRow(
+                    run_id=run_id, sample_id=f"s{i:03d}", epoch=0,
+                    input={"messages": [{"role": "user", "content": [
+                        {"type": "text", "text": f"Write Blender code for object {i}: a chair with four legs."}]}],
+                        "metadata": {}},
+                    output=f"import bpy\n# object {i} variant {m_index if i else 0}\n", prediction=None,
+                    scores={}, details={"renders": paths},
+                ))
+        s.commit()
+    return runs

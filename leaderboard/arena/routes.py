@@ -1,0 +1,273 @@
+"""Arena pages and JSON API (a FastAPI router the leaderboard app includes).
+
+Pages: ``/arena`` (a battle; POST ``/arena/vote`` reveals), ``/arena/ratings`` (table, heatmaps, CI
+chart), ``/arena/media/{battle}/{slot}`` (opaque per-battle media). JSON: ``/api/arena/battle``,
+``/api/arena/vote``, ``/api/arena/ratings``, ``/api/arena/votes`` (every raw vote, for reproducing
+the ratings). The app must provide ``app.state.sessions`` (a sessionmaker on the results DB).
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from fastapi import APIRouter, Form, HTTPException, Query, Request
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
+from fastapi.templating import Jinja2Templates
+from jinja2 import ChoiceLoader, Environment, FileSystemLoader, select_autoescape
+from pydantic import BaseModel
+from sqlalchemy import select
+
+from harness.store.schema_arena import ArenaBattleRow, ArenaVoteRow
+
+from . import battles, media, standings, tokens, votes
+from .config import ArenaConfig, config_from_app, media_roots
+
+HERE = Path(__file__).resolve().parent
+LEADERBOARD = HERE.parent
+COOKIE = "arena_voter"
+NO_STORE = {"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer"}
+
+_env = Environment(
+    loader=ChoiceLoader([FileSystemLoader(str(HERE / "templates")), FileSystemLoader(str(LEADERBOARD / "templates"))]),
+    autoescape=select_autoescape(["html"]),
+)
+templates = Jinja2Templates(env=_env)
+router = APIRouter()
+_init_lock = threading.Lock()
+
+
+def base_template() -> str:
+    """The leaderboard's base.html when it exists, else the arena's own minimal one."""
+    return "base.html" if (LEADERBOARD / "templates" / "base.html").is_file() else "arena_base.html"
+
+
+def plotly_src(app: Any) -> str:
+    """The leaderboard's /static/plotly.min.js when the app serves it, else our own copy route."""
+    if any(getattr(r, "path", "") == "/static/plotly.min.js" for r in app.routes):
+        return "/static/plotly.min.js"
+    return "/arena/assets/plotly.min.js"
+
+
+class State:
+    def __init__(self, cfg: ArenaConfig, secret: bytes) -> None:
+        self.cfg = cfg
+        self.secret = secret
+        self.cache = battles.StatsCache()
+        self.ratings: dict[tuple[Any, ...], tuple[float, standings.Standings]] = {}
+
+
+def state(request: Request) -> State:
+    app = request.app
+    st = getattr(app.state, "arena", None)
+    if st is None:
+        with _init_lock:
+            st = getattr(app.state, "arena", None)
+            if st is None:
+                cfg = config_from_app(app)
+                st = State(cfg, tokens.load_secret(app.state.sessions, cfg.secret))
+                app.state.arena = st
+    return st
+
+
+def client_ip(request: Request) -> str:
+    return request.client.host if request.client else "unknown"
+
+
+def identity(request: Request, st: State) -> tuple[str | None, str, str]:
+    """(new cookie value if one must be set, voter hash, ip hash)."""
+    cookie = request.cookies.get(COOKIE)
+    new = None
+    if not cookie or len(cookie) > 64:
+        cookie = new = secrets.token_urlsafe(16)
+    return new, tokens.keyed_hash(st.secret, "voter", cookie), tokens.keyed_hash(st.secret, "ip", client_ip(request))
+
+
+def _set_cookie(response: Response, value: str | None) -> Response:
+    if value:
+        response.set_cookie(COOKIE, value, max_age=365 * 86400, httponly=True, samesite="lax")
+    return response
+
+
+def _battle(request: Request, task: str | None) -> tuple[dict[str, Any] | None, str | None, str | None, int]:
+    """(battle view, refusal message, cookie to set, status)."""
+    st = state(request)
+    new_cookie, voter, ip = identity(request, st)
+    with request.app.state.sessions() as s:
+        if not battles.serving_allowed(s, st.cfg, voter, ip):
+            return None, "Too many battles requested: wait a minute.", new_cookie, 429
+        try:
+            view = battles.create_battle(s, st.cfg, st.cache, st.secret, voter, ip, media_roots(request.app, st.cfg),
+                                         task or None)
+        except battles.NoBattle as exc:
+            return None, str(exc), new_cookie, 404
+    return view, None, new_cookie, 200
+
+
+def _tasks(request: Request) -> list[str]:
+    st = state(request)
+    with request.app.state.sessions() as s:
+        candidates, _ = battles.cached(st.cache, st.cfg, s, None)
+    return sorted(candidates)
+
+
+@router.get("/arena", response_class=HTMLResponse, include_in_schema=False)
+def arena_page(request: Request, task: str | None = None) -> Response:
+    view, message, cookie, status = _battle(request, task)
+    ctx = {"base": base_template(), "battle": view, "message": message, "task": task or "", "tasks": _tasks(request),
+           "title": "Arena", "nav": "arena", "page_title": "Arena"}
+    resp = templates.TemplateResponse(request, "arena.html", ctx, status_code=status, headers=NO_STORE)
+    return _set_cookie(resp, cookie)
+
+
+@router.post("/arena/vote", response_class=HTMLResponse, include_in_schema=False)
+def arena_vote_form(
+    request: Request, token: str | None = Form(None), outcome: str | None = Form(None), task: str = Form("")
+) -> Response:
+    st = state(request)
+    _, voter, ip = identity(request, st)
+    try:
+        result = votes.cast_vote(request.app.state.sessions, st.cfg, st.secret, token, outcome, voter, ip)
+    except votes.VoteRefused as exc:
+        ctx = {"base": base_template(), "message": exc.message, "task": task, "title": "Vote refused", "nav": "arena"}
+        return templates.TemplateResponse(request, "refused.html", ctx, status_code=exc.status, headers=NO_STORE)
+    with request.app.state.sessions() as s:
+        row = s.scalar(select(ArenaBattleRow).where(ArenaBattleRow.public_id == result.battle))
+        view = battles.describe(s, row) if row else None
+    ctx = {"base": base_template(), "battle": view, "result": result, "task": task, "title": "Arena: result",
+           "nav": "arena"}
+    return templates.TemplateResponse(request, "reveal.html", ctx, headers=NO_STORE)
+
+
+@router.get("/arena/media/{battle}/{slot}", include_in_schema=False)
+def arena_media(request: Request, battle: str, slot: str) -> Response:
+    with request.app.state.sessions() as s:
+        paths = s.scalar(select(ArenaBattleRow.media).where(ArenaBattleRow.public_id == battle)) or {}
+    st = state(request)
+    real = media.resolve(paths.get(slot, ""), media_roots(request.app, st.cfg)) if slot in paths else None
+    if real is None:
+        raise HTTPException(404, "no such media")
+    data, kind = media.clean_bytes(real)
+    return Response(data, media_type=kind, headers=NO_STORE)
+
+
+ASSETS = {"arena.css": "text/css", "arena.js": "text/javascript"}
+
+
+@router.get("/arena/assets/{name}", include_in_schema=False)
+def arena_asset(name: str) -> Response:
+    if name == "plotly.min.js":
+        import importlib.util
+
+        spec = importlib.util.find_spec("plotly")
+        path = Path(next(iter(spec.submodule_search_locations or []))) / "package_data" / name if spec else None
+    elif name in ASSETS:
+        path = HERE / "static" / name
+    else:
+        path = None
+    if path is None or not path.is_file():
+        raise HTTPException(404, "no such asset")
+    kind = ASSETS.get(name, "text/javascript")
+    return FileResponse(path, media_type=kind, headers={"Cache-Control": "public, max-age=3600"})
+
+
+def _standings(request: Request, task: str | None, style: bool, ci: str, rounds: int | None) -> standings.Standings:
+    st = state(request)
+    cfg = st.cfg
+    key = (task, style, ci, rounds)
+    hit = st.ratings.get(key)
+    if hit and time.monotonic() - hit[0] < cfg.stats_ttl_s:
+        return hit[1]
+    with request.app.state.sessions() as s:
+        result = standings.compute(
+            s, task, ci=ci, rounds=cfg.bootstrap_rounds if rounds is None else rounds, min_votes=cfg.min_votes,
+            provisional_votes=cfg.provisional_votes, exclude_implausible=cfg.exclude_implausible,
+            outlier_min_votes=cfg.outlier_min_votes, style=style,
+        )
+    st.ratings[key] = (time.monotonic(), result)
+    return result
+
+
+def _vote_tasks(request: Request) -> list[str]:
+    with request.app.state.sessions() as s:
+        return sorted(t for (t,) in s.execute(select(ArenaVoteRow.task).distinct()))
+
+
+@router.get("/arena/ratings", response_class=HTMLResponse, include_in_schema=False)
+def ratings_page(request: Request, task: str | None = None, style: bool = False, ci: str = "bootstrap") -> Response:
+    if ci not in ("bootstrap", "sandwich"):
+        raise HTTPException(400, "ci must be bootstrap or sandwich")
+    result = _standings(request, task or None, style, ci, None)
+    win, count = standings.heatmaps(result)
+    figures = {"ci": standings.ci_chart(result), "win": win, "count": count}
+    # JSON inside <script type="application/json">: escaping "<" means no model name can close the tag
+    figures_json = {k: json.dumps(v).replace("<", "\\u003c") for k, v in figures.items()}
+    ctx = {"base": base_template(), "st": result, "task": task or "", "tasks": _vote_tasks(request), "style": style,
+           "ci": ci, "cfg": state(request).cfg, "figures": figures_json, "plotly_src": plotly_src(request.app),
+           "title": "Arena ratings", "nav": "arena", "page_title": "Arena ratings"}
+    return templates.TemplateResponse(request, "ratings.html", ctx)
+
+
+# ---------------------------------------------------------------------------------------------- JSON
+
+
+class VoteIn(BaseModel):
+    token: str | None = None
+    outcome: str | None = None
+
+
+@router.get("/api/arena/battle", tags=["arena"])
+def api_battle(request: Request, task: str | None = None) -> Response:
+    """A new battle: prompt, two anonymous outputs, a single-use token. Names come after the vote."""
+    view, message, cookie, status = _battle(request, task)
+    body = view if view is not None else {"error": message}
+    return _set_cookie(JSONResponse(body, status_code=status, headers=NO_STORE), cookie)
+
+
+@router.post("/api/arena/vote", tags=["arena"])
+def api_vote(request: Request, vote: VoteIn) -> Response:
+    """Cast a vote (left, right, tie, both_bad) with the battle's token; the answer reveals the models."""
+    st = state(request)
+    _, voter, ip = identity(request, st)
+    try:
+        result = votes.cast_vote(request.app.state.sessions, st.cfg, st.secret, vote.token, vote.outcome, voter, ip)
+    except votes.VoteRefused as exc:
+        return JSONResponse({"error": exc.message}, status_code=exc.status, headers=NO_STORE)
+    return JSONResponse(result.to_dict(), headers=NO_STORE)
+
+
+@router.get("/api/arena/ratings", tags=["arena"])
+def api_ratings(
+    request: Request, task: str | None = None, style: bool = False, ci: str = "bootstrap",
+    bootstrap: int | None = Query(None, ge=0, le=2000),
+) -> dict[str, Any]:
+    """Bradley-Terry ratings with 95% CIs and rank (UB); implausible voters excluded."""
+    if ci not in ("bootstrap", "sandwich"):
+        raise HTTPException(400, "ci must be bootstrap or sandwich")
+    result = _standings(request, task or None, style, ci, bootstrap)
+    out = result.ratings.to_dict()
+    out.update({"task": task, "style_control": result.style, "votes_used": result.votes_used,
+                "excluded_voters": len(result.excluded)})
+    return out
+
+
+@router.get("/api/arena/votes", tags=["arena"])
+def api_votes(request: Request, task: str | None = None, limit: int = Query(10000, ge=1, le=1_000_000),
+              offset: int = Query(0, ge=0)) -> list[dict[str, Any]]:
+    """Raw votes (pseudonymous voter and IP hashes), oldest first, for reproducing the ratings."""
+    q = select(ArenaVoteRow).order_by(ArenaVoteRow.id).offset(offset).limit(limit)
+    if task:
+        q = q.where(ArenaVoteRow.task == task)
+    with request.app.state.sessions() as s:
+        rows = s.scalars(q).all()
+    return [
+        {"id": r.id, "task": r.task, "sample_id": r.sample_id, "left_model": r.left_model,
+         "right_model": r.right_model, "outcome": r.outcome, "voter_hash": r.voter_hash, "ip_hash": r.ip_hash,
+         "served_at": r.served_at.isoformat(), "created_at": r.created_at.isoformat(), "flagged": r.flagged,
+         "flag_reason": r.flag_reason}
+        for r in rows
+    ]
