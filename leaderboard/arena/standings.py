@@ -114,8 +114,9 @@ def heatmaps(st: Standings) -> tuple[dict[str, Any], dict[str, Any]]:
         "layout": _layout("Win fraction of A over B (ties half)", **axes),
     }
     count = {
-        "data": [{"type": "heatmap", "z": _clean(battles), "x": names, "y": names, "colorscale": [[0, "#f8fafc"], [1, "#1d4ed8"]],
-                  "texttemplate": "%{z}", "hovertemplate": "%{y} vs %{x}: %{z} battles<extra></extra>"}],
+        "data": [{"type": "heatmap", "z": _clean(battles), "x": names, "y": names,
+                  "colorscale": [[0, "#f8fafc"], [1, "#1d4ed8"]], "texttemplate": "%{z}",
+                  "hovertemplate": "%{y} vs %{x}: %{z} battles<extra></extra>"}],
         "layout": _layout("Battle count per pair", **axes),
     }
     return win, count
