@@ -50,8 +50,10 @@ def _sessions(db: str | None):  # type: ignore[no-untyped-def]
 
 @app.command("eval")
 def eval_cmd(
-    task: Annotated[str, typer.Option("--task", "-t", help="Task name (see `harness tasks`)")],
-    model: Annotated[str, typer.Option("--model", "-m", help="Model spec: alias, backend:path or op(model, k=v)")],
+    task: Annotated[str | None, typer.Option("--task", "-t", help="Task name (see `harness tasks`)")] = None,
+    model: Annotated[
+        str | None, typer.Option("--model", "-m", help="Model spec: alias, backend:path or op(model, k=v)")
+    ] = None,
     task_opt: Annotated[list[str] | None, typer.Option("-T", help="Task option key=value")] = None,
     model_opt: Annotated[list[str] | None, typer.Option("-M", help="Model/generation setting key=value")] = None,
     judge: Annotated[str | None, typer.Option(help="Judge model spec for LLM-graded tasks")] = None,
@@ -62,7 +64,9 @@ def eval_cmd(
     concurrency: Annotated[int | None, typer.Option(help="Calls in flight (default: the model's)")] = None,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Bypass the response cache")] = False,
     run_name: Annotated[str | None, typer.Option("--run-name", help="Name of the run (default derived)")] = None,
-    resume: Annotated[str | None, typer.Option("--resume", help="Resume this run name")] = None,
+    resume: Annotated[
+        str | None, typer.Option("--resume", help="Resume a stored run (name or id) with its stored settings")
+    ] = None,
     no_progress: Annotated[bool, typer.Option("--no-progress")] = False,
     db: DbOpt = None,
 ) -> None:
@@ -76,6 +80,17 @@ def eval_cmd(
         fail("--epochs must be at least 1")
     if limit is not None and limit < 0:
         fail("--limit must be >= 0")
+    sessions = _sessions(db)
+    if resume:
+        stored = _get_run(sessions, resume)
+        c = stored.config
+        task, model, judge, seed, epochs = c["task"], c["model"], c.get("judge"), c.get("seed", 0), c.get("epochs", 1)
+        task_opt = [f"{k}={v!r}" for k, v in (c.get("task_options") or {}).items()]
+        model_opt = [f"{k}={v!r}" for k, v in (c.get("model_settings") or {}).items()]
+        limit = limit if limit is not None else c.get("limit")
+        resume = stored.name
+    if not task or not model:
+        fail("--task and --model are required (or --resume RUN)")
     cfg = EvalConfig(
         task=task, model=model, task_options=parse_kv(task_opt, "-T"), model_settings=parse_kv(model_opt, "-M"),
         judge=judge, limit=limit, seed=seed, epochs=epochs,
@@ -83,7 +98,6 @@ def eval_cmd(
         concurrency=concurrency, use_cache=not no_cache, run_name=resume or run_name, db_url=db,
         progress=not no_progress,
     )
-    sessions = _sessions(db)
     try:
         runner = Runner(cfg, session_factory=sessions)
         summary = runner.run()
@@ -289,7 +303,10 @@ def _register_plugins() -> None:
     import harness.commands as pkg
 
     for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda i: i.name):
-        importlib.import_module(f"harness.commands.{info.name}").register(app)
+        try:
+            importlib.import_module(f"harness.commands.{info.name}").register(app)
+        except Exception as exc:  # a broken plugin must not take `harness eval` down with it
+            print(f"warning: CLI plugin harness.commands.{info.name} not loaded: {exc}", file=sys.stderr)
 
 
 _register_plugins()

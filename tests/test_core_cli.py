@@ -127,6 +127,19 @@ def test_kill_9_then_resume_loses_little_and_duplicates_nothing(tmp_path):
     assert con.execute("select status from runs").fetchone()[0] == "finished"
 
 
+def test_resume_by_name_uses_stored_settings(tmp_path):
+    db = f"sqlite:///{tmp_path / 'h.db'}"
+    first = run(["eval", "-t", "gsm8k", "-m", "builtin:constant", "-M", "text='#### 18'", "--limit", "5",
+                 "--run-name", "r", "--db", db])
+    assert first.returncode == 0, first.stderr
+    again = run(["eval", "--resume", "r", "--limit", "8", "--db", db])
+    assert again.returncode == 0, again.stderr
+    assert "3 new, 5 already done" in again.stdout
+    con = sqlite3.connect(tmp_path / "h.db")
+    assert {o for (o,) in con.execute("select output from sample_results")} == {"#### 18"}
+    assert run(["eval", "--db", db]).returncode == 2
+
+
 def test_listing_commands():
     t = run(["tasks"])
     assert t.returncode == 0 and "gsm8k" in t.stdout
