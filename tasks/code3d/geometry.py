@@ -108,15 +108,20 @@ def contact_groups(parts: list[np.ndarray], tolerance: float) -> list[list[int]]
     return sorted(groups.values(), key=lambda g: (-sum(len(parts[i]) for i in g), g[0]))
 
 
-def floating_parts(parts: list[np.ndarray], areas: list[float], tolerance: float) -> list[int]:
-    """Indices of parts that float: not in the contact group holding the most surface area.
+def floating_parts(parts: list[np.ndarray], areas: list[float], tolerance: float, up_axis: int = 1) -> list[int]:
+    """Indices of parts that float: not in the contact group that rests lowest (the one standing on
+    the ground; ties within ``tolerance`` go to the larger surface area).
 
     A part touching another part (within ``tolerance``) is attached even when it is a separate mesh
-    island, so a chair whose legs are separate objects that meet the seat has no floating parts; a
-    lamp shade hovering above its stand has one.
+    island, so a table whose legs are separate objects meeting the top has no floating parts; a lamp
+    shade hovering above its pole has one. (Our definition; the paper names floating parts as a
+    failure mode without publishing a check.)
     """
     if len(parts) <= 1:
         return []
     groups = contact_groups(parts, tolerance)
-    main = max(groups, key=lambda g: sum(areas[i] for i in g))
+    lows = [min(float(parts[i][:, up_axis].min()) for i in g) for g in groups]
+    floor = min(lows)
+    grounded = [g for g, low in zip(groups, lows, strict=True) if low <= floor + tolerance]
+    main = max(grounded, key=lambda g: sum(areas[i] for i in g))
     return sorted(i for g in groups if g is not main for i in g)
