@@ -35,7 +35,7 @@ def to_csv(table: Table) -> str:
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(table.columns)
     for row in table.rows:
-        w.writerow(["" if v is None else _csv_cell(v) for v in row])
+        w.writerow(["" if _clean(v) is None else _csv_cell(v) for v in row])
     return buf.getvalue()
 
 

@@ -206,13 +206,14 @@ def tasks_view(sessions: sessionmaker[Session]) -> View:
 
 
 def models_view(sessions: sessionmaker[Session]) -> View:
+    counts = (select(RunRow.model_id, func.count(RunRow.id).label("runs"),
+                     func.count(func.distinct(RunRow.task_id)).label("tasks"))
+              .group_by(RunRow.model_id).subquery())  # grouped apart: PostgreSQL cannot GROUP BY a JSON column
     with sessions() as s:
         rows = s.execute(
             select(ModelRow.id, ModelRow.display_name, ModelRow.spec, ModelRow.backend, ModelRow.info,
-                   func.count(RunRow.id), func.count(func.distinct(RunRow.task_id)))
-            .outerjoin(RunRow, RunRow.model_id == ModelRow.id)
-            .group_by(ModelRow.id, ModelRow.display_name, ModelRow.spec, ModelRow.backend, ModelRow.info)
-            .order_by(ModelRow.display_name)).all()
+                   func.coalesce(counts.c.runs, 0), func.coalesce(counts.c.tasks, 0))
+            .outerjoin(counts, counts.c.model_id == ModelRow.id).order_by(ModelRow.display_name)).all()
     table = Table("models", ["model_id", "model", "spec", "backend", "size", "runs", "tasks"])
     for mid, disp, spec, backend, info, n_runs, n_tasks in rows:
         table.rows.append([mid, disp or spec, spec, backend, queries.model_size(info or {}), n_runs, n_tasks])

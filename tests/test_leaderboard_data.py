@@ -3,10 +3,15 @@ hostile rows (XSS payloads in every text field a page shows). No tests here."""
 
 from __future__ import annotations
 
+import os
 import struct
+import uuid
 import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
+import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
 from harness.runner import EvalConfig, Runner
@@ -92,3 +97,29 @@ def populate(db_url: str, media_root: Path | None = None, limit: int = 30) -> di
     ids["hostile"] = hostile_run(sessions, media_root)
     sessions.kw["bind"].dispose()
     return ids
+
+
+@contextmanager
+def fresh_database(kind: str, tmp_dir: Path) -> Iterator[str]:
+    """A new empty database URL of ``kind`` (sqlite file, or a database on the test PostgreSQL
+    server like tests/conftest.py's ``pg_url``, for module-scoped fixtures that cannot use it)."""
+    if kind == "sqlite":
+        yield f"sqlite:///{tmp_dir / 'lb.db'}"
+        return
+    from sqlalchemy import create_engine, text
+
+    admin = os.environ.get("HARNESS_TEST_PG_URL")
+    if not admin:
+        if os.environ.get("CI"):
+            pytest.fail("HARNESS_TEST_PG_URL is not set: tests/run.sh should have started PostgreSQL")
+        pytest.skip("no PostgreSQL server (run the suite through tests/run.sh)")
+    name = f"lb_{uuid.uuid4().hex[:12]}"
+    engine = create_engine(admin, isolation_level="AUTOCOMMIT")
+    with engine.connect() as conn:
+        conn.execute(text(f"CREATE DATABASE {name}"))
+    try:
+        yield f"{admin.rsplit('/', 1)[0]}/{name}"
+    finally:
+        with engine.connect() as conn:
+            conn.execute(text(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+        engine.dispose()
