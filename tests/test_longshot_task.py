@@ -171,6 +171,30 @@ def test_missing_video_and_malformed_item_fail_their_sample_only(fixture_dir, tm
         longshot(data_file=str(bad)).prompt(samples["broken#t1"])
 
 
+def test_hub_loader_uses_the_reference_dataset_id(fixture_dir, monkeypatch):
+    """The released dataset through `datasets`: rows come back with the hub's unified nested schema
+    (keys missing from a turn filled with None), which the loader must take as it is."""
+    from datasets import Dataset
+
+    import harness.tasks.longshot.task as longshot_task
+
+    calls = []
+
+    def fake_hub(path, name, split):  # the network is out of reach; the rows are real Dataset rows
+        calls.append((path, name, split))
+        return list(Dataset.from_list(synth.fixture_items()))
+
+    monkeypatch.setattr(longshot_task, "load_hub", fake_hub)
+    task = longshot(media_dir=str(fixture_dir / "videos"))
+    samples = by_id(task)
+    assert calls == [("MBZUAI/longshot-bench", "postvalid_v2", "test")]
+    assert sorted(samples) == ["s1#t1", "s2#t1", "s2#t2", "s3#t1", "s4#t1", "s5#t1"]
+    assert samples["s2#t2"].metadata["conversations"][1].get("difficulty") is None  # filled by datasets
+    request = task.prompt(samples["s2#t2"])
+    assert [m.role for m in request.messages] == ["user", "assistant", "user"]
+    assert request.messages[0].content[0].path.endswith("vid_speech.mp4")
+
+
 def test_judge_parser_is_strict():
     assert rubric.parse_verdict('{"criteria_met": true}') is True
     assert rubric.parse_verdict('<think>hmm</think>\n```json\n{"criteria_met": false}\n```') is False

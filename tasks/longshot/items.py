@@ -139,6 +139,13 @@ def turn_messages(conversations: list[dict[str, Any]], turn_index: int) -> list[
 def item_samples(item: dict[str, Any], where: str) -> list[Sample]:
     """One sample per assistant turn. A malformed item becomes one sample that carries the error
     (raised again by the task's prompt()), so bad rows are recorded per sample, never fatal."""
+    if isinstance(item.get("conversations"), str):  # some hub exports keep nested fields as JSON text
+        import json
+
+        try:
+            item = {**item, "conversations": json.loads(item["conversations"])}
+        except json.JSONDecodeError:
+            pass  # _check_item reports it
     try:
         conv = _check_item(item, where)
     except DatasetError as exc:

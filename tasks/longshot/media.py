@@ -122,17 +122,25 @@ def _scaled_size(width: int, height: int, max_side: int | None) -> tuple[int, in
     return max(2, w - w % 2), max(2, h - h % 2)  # yuvj420p wants even sizes
 
 
-def _jpeg(frame: Any, width: int, height: int, quality: int = 3) -> bytes:
-    """Encode one decoded frame as JPEG with FFmpeg's mjpeg encoder (no Pillow needed)."""
-    import av
+class JpegEncoder:
+    """JPEG-encode decoded frames with FFmpeg's mjpeg encoder (no Pillow needed). mjpeg is
+    intra-only with no delay, so one opened encoder serves every frame of a video."""
 
-    cc = av.CodecContext.create("mjpeg", "w")
-    cc.width, cc.height, cc.pix_fmt = width, height, "yuvj420p"
-    cc.time_base = fractions.Fraction(1, 25)
-    cc.options = {"qmin": str(quality), "qmax": str(quality)}
-    out = frame.reformat(width=width, height=height, format="yuvj420p")
-    packets = cc.encode(out) + cc.encode(None)
-    return b"".join(bytes(p) for p in packets)
+    def __init__(self, width: int, height: int, quality: int = 3) -> None:
+        import av
+
+        self.width, self.height = width, height
+        self.cc = av.CodecContext.create("mjpeg", "w")
+        self.cc.width, self.cc.height, self.cc.pix_fmt = width, height, "yuvj420p"
+        self.cc.time_base = fractions.Fraction(1, 25)
+        self.cc.options = {"qmin": str(quality), "qmax": str(quality)}
+        self.n = 0  # the encoder wants strictly increasing pts
+
+    def encode(self, frame: Any) -> bytes:
+        out = frame.reformat(width=self.width, height=self.height, format="yuvj420p")
+        out.pts, out.time_base = self.n, self.cc.time_base
+        self.n += 1
+        return b"".join(bytes(p) for p in self.cc.encode(out))
 
 
 def decode_at(path: str | Path, times: list[float], *, seek: bool = True) -> list[tuple[float, Any]]:
@@ -226,9 +234,10 @@ def sampled_frames(path: str | Path, *, count: int | None = None, fps: float | N
         final.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=final.parent))
         entries = []
+        encoder = JpegEncoder(width, height)
         for k, ((ft, fr), target) in enumerate(zip(decoded, times, strict=True)):
             name = f"{k:06d}.jpg"
-            (tmp / name).write_bytes(_jpeg(fr, width, height))
+            (tmp / name).write_bytes(encoder.encode(fr))
             entries.append({"file": name, "time": round(ft, 6), "target": round(target, 6)})
         meta = {"video": str(path.resolve()), "plan": plan, "width": width, "height": height,
                 "info": asdict(info), "frames": entries}

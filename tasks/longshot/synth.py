@@ -33,8 +33,11 @@ def _read_wav(path: Path) -> tuple[np.ndarray, int]:
 
 def write_video(path: str | Path, *, seconds: float, fps: int = 10, width: int = 64, height: int = 48,
                 tone_hz: float | None = 440.0, speech_wav: str | Path | None = None,
-                audio_rate: int = 44100, gop: int | None = None, preset: str = "ultrafast") -> Path:
-    """Write an H.264/AAC MP4. Audio: ``speech_wav`` if given, else a tone (``tone_hz=None``: none)."""
+                audio_rate: int = 44100, gop: int | None = None, preset: str = "ultrafast",
+                audio_codec: str = "aac") -> Path:
+    """Write an H.264 MP4. Audio (AAC by default; FFmpeg's AAC encoder runs only ~6x real time here,
+    so long benchmark videos use ``mp2``): ``speech_wav`` if given, else a tone (``tone_hz=None``:
+    no audio stream)."""
     import av
 
     path = Path(path)
@@ -61,10 +64,11 @@ def write_video(path: str | Path, *, seconds: float, fps: int = 10, width: int =
         vs.options = opts
         aus = None
         if audio is not None:
-            aus = c.add_stream("aac", rate=audio_rate)
+            aus = c.add_stream(audio_codec, rate=audio_rate)
             aus.layout = "stereo"
         # interleave video and audio by time so the muxer does not buffer the whole file
-        a_pos, a_step = 0, 1024
+        a_pos = 0
+        a_step = (aus.codec_context.frame_size or 1024) if aus is not None else 1024
         plane = np.empty((height, width, 3), np.uint8)
         for i in range(n_frames):
             plane[:] = gray_level(i)
@@ -78,7 +82,11 @@ def write_video(path: str | Path, *, seconds: float, fps: int = 10, width: int =
                 while a_pos < min(until, len(audio)):
                     chunk = audio[a_pos : a_pos + a_step]
                     stereo = np.stack([chunk, chunk]).reshape(1, -1, order="F")  # packed fltp->flt
-                    af = av.AudioFrame.from_ndarray(stereo.astype(np.float32), format="flt", layout="stereo")
+                    if audio_codec == "mp2":  # FFmpeg's mp2 encoder takes 16-bit samples only
+                        stereo = (stereo * 32767).astype(np.int16)
+                        af = av.AudioFrame.from_ndarray(stereo, format="s16", layout="stereo")
+                    else:
+                        af = av.AudioFrame.from_ndarray(stereo.astype(np.float32), format="flt", layout="stereo")
                     af.sample_rate = audio_rate
                     af.pts = a_pos
                     af.time_base = fractions.Fraction(1, audio_rate)
