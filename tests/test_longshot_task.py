@@ -261,24 +261,37 @@ def test_judge_failure_unmet_reproduces_the_released_code(fixture_dir, sqlite_ur
     assert metrics[("accuracy", "category", "Information Tasks")].value == pytest.approx(0.0)
 
 
-def test_cli_eval_into_sqlite(fixture_dir, tmp_path):
+def test_cli_eval_into_sqlite_with_judge_over_http(fixture_dir, tmp_path, monkeypatch, scripted_server):  # noqa: F811
+    """`harness eval --task longshot ... --judge ALIAS` where the alias card points the project's
+    openai backend at the scripted local server (the CLI has no judge settings flag)."""
+    import harness.modelspec
     from harness.cli import app
 
+    scripted_server.set_reply(lambda body: decide(last_user_text(body), body.get("seed")))
+    cards = tmp_path / "aliases"
+    cards.mkdir()
+    (cards / "scripted-judge.yaml").write_text(
+        f'spec: "openai:Qwen/Qwen3-14B"\nsettings: {{base_url: "{scripted_server.base_url}", concurrency: 8}}\n')
+    monkeypatch.setattr(harness.modelspec, "ALIAS_DIR", cards)
     db = f"sqlite:///{tmp_path / 'cli.db'}"
     args = ["eval", "--task", "longshot", "-T", f"data_dir={fixture_dir}", "-T", "media_mode=frames",
-            "-T", "max_frames=4", "--model", "builtin:echo", "--judge", "longshot_script:rules",
+            "-T", "max_frames=4", "--model", "builtin:echo", "--judge", "scripted-judge",
             "--db", db, "--no-progress"]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     text = " ".join(result.output.split())  # rich wraps lines at the terminal width
     assert "6 new" in text and "1 errors" in text and "1 unscored" in text
+    assert len(scripted_server.bodies()) == 15
     with open_db(db)() as s:
         overall = s.scalar(select(MetricRow).where(MetricRow.name == "overall", MetricRow.breakdown_key == ""))
         first = s.scalar(select(SampleResultRow).where(SampleResultRow.sample_id == "s1#t1"))
+        judged = s.scalars(select(JudgementRow).where(JudgementRow.sample_id == "s1#t1")).all()
     assert overall.value == pytest.approx(EXPECTED[("overall", "", "")])
     assert [p["type"] for p in first.input["messages"][0]["content"]] == ["image"] * 4 + ["text"]
+    assert len(judged) == 4 and all(j.judge_spec == "scripted-judge" for j in judged)
     again = CliRunner().invoke(app, args)  # same settings: resumes, nothing new to do
     assert again.exit_code == 0 and "0 new" in " ".join(again.output.split())
+    assert len(scripted_server.bodies()) == 15  # no judge call repeated
 
 
 def test_judge_on_a_local_openai_compatible_server(fixture_dir, sqlite_url, scripted_server):  # noqa: F811
@@ -300,9 +313,11 @@ def test_judge_on_a_local_openai_compatible_server(fixture_dir, sqlite_url, scri
     bodies = scripted_server.bodies()
     assert len(bodies) == 15  # 12 criteria, one FLAKY retry, two more GARBLE attempts
     for body in bodies:
-        assert (body["temperature"], body["top_p"], body["max_tokens"]) == (0.1, 1.0, 4096)
+        assert (body["temperature"], body.get("top_p", 1.0), body["max_tokens"]) == (0.1, 1.0, 4096)
         assert [m["role"] for m in body["messages"]] == ["user"]
         assert last_user_text(body).endswith("multimodal analysis. /no_think")
+    if "response_format" in bodies[0]:  # the project's openai backend sends GenerationConfig.extra
+        assert bodies[0]["response_format"]["json_schema"]["schema"]["required"] == ["criteria_met"]
     s1_red = next(b for b in bodies if "'red'" in last_user_text(b))
     text = last_user_text(s1_red)
     assert "Ground Truth Response:\nThe car is red with blue stripes.\n" in text
