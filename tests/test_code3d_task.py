@@ -1,0 +1,112 @@
+"""code3d end to end: the CLI into SQLite with a builtin model, and multi-turn refinement."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.registry import model
+from harness.runner import EvalConfig, evaluate
+from harness.tasks.code3d.data import load_offline
+from harness.tasks.code3d.executor import BpyUnavailable, bpy_python
+from harness.types import Output, Request, Usage
+
+try:
+    bpy_python()
+    HAVE_BPY = True
+except BpyUnavailable:
+    HAVE_BPY = False
+pytestmark = pytest.mark.skipif(not HAVE_BPY, reason="bpy venv missing (tests/setup.d/50-bpy.sh)")
+
+CUBE = "import bpy; bpy.ops.mesh.primitive_cube_add(size=1)"
+BROKEN = "import bpy\nbpy.ops.mesh.primitive_cube_add(sizee=1)\n"
+
+
+@model("code3d_test_scripted", description="test model: broken script first, the reference script on feedback")
+def scripted(path: str | None, **settings: Any) -> ScriptedModel:
+    return ScriptedModel(spec=f"code3d_test_scripted:{path}", mode=path or "reference")
+
+
+class ScriptedModel:
+    """Answers with the offline reference script of the object named in the prompt; in mode
+    ``broken_first`` the first answer is an API error and only a feedback turn gets the script."""
+
+    batch_size, concurrency, cacheable = 8, 1, False
+    modalities = frozenset({"text", "image"})
+
+    def __init__(self, spec: str, mode: str) -> None:
+        self.spec, self.mode = spec, mode
+        self.items = load_offline()
+
+    def reply(self, request: Request) -> str:
+        text = request.messages[-1].text_content
+        item = next(i for i in self.items if i.description in text)
+        if self.mode == "broken_first" and "FAILED to produce" not in text:
+            return BROKEN
+        return f"```python\n{item.script}```\n"
+
+    async def generate(self, requests: Sequence[Request]) -> list[Output]:
+        return [Output(text=self.reply(r), usage=Usage(calls=1)) for r in requests]
+
+
+def test_cli_eval_into_sqlite_with_builtin_model(tmp_path: Path) -> None:
+    db = tmp_path / "runs.db"
+    env = {**os.environ, "HARNESS_ARTIFACTS": str(tmp_path / "art"), "OMP_NUM_THREADS": "1"}
+    cmd = [sys.executable, "-m", "harness.cli", "eval", "--task", "code3d", "--model", "builtin:constant"]
+    cmd += ["-M", f"text={CUBE}", "-T", "size=64", "-T", "samples=2", "--limit", "2", "--db", f"sqlite:///{db}"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=400, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    con = sqlite3.connect(db)
+    rows = con.execute("select sample_id, scores, details, prediction, error from sample_results").fetchall()
+    metrics = dict(con.execute("select name, value from metrics where breakdown_key = ''").fetchall())
+    con.close()
+    assert len(rows) == 2
+    for sample_id, scores, details, prediction, error in rows:
+        scores, details, prediction = json.loads(scores), json.loads(details), json.loads(prediction)
+        assert error is None
+        assert scores["executable"] == 1.0
+        assert scores["n_parts"] == 1.0
+        assert 0.0 < scores["chamfer"] < 2.0  # a cube is not a table/snowman/...
+        assert details["status"] == "OK"
+        assert len(details["renders"]) == 4 and all(Path(p).is_file() for p in details["renders"])
+        assert Path(details["glb"]).is_file() and prediction["glb"] == details["glb"]
+        assert f"{os.sep}{sample_id}{os.sep}round1" in details["glb"]
+    assert metrics["executable"] == 1.0
+    assert "chamfer_penalized" in metrics
+
+
+def test_cli_is_installed_as_module() -> None:
+    # the e2e test above runs `python -m harness.cli`; make sure that entry exists
+    proc = subprocess.run([sys.executable, "-m", "harness.cli", "--help"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_refinement_fixes_a_broken_script_in_round_two(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HARNESS_ARTIFACTS", str(tmp_path / "art"))
+    spec = "code3d_test_scripted:broken_first"
+    summary = evaluate(EvalConfig(
+        task="code3d_refine", model=spec, sample_ids=["snowman"], db_url=f"sqlite:///{tmp_path / 'r.db'}",
+        task_options={"refine_model": spec, "size": 64, "samples": 2, "rounds": 3}, progress=False,
+    ))  # fmt: skip
+    metrics = {m.name: m.value for m in summary.metrics if not m.breakdown_key}
+    assert summary.n_errors == 0 and summary.n_unscored == 0
+    assert metrics["executable_r1"] == 0.0
+    assert metrics["executable_r2"] == 1.0 and metrics["executable_r3"] == 1.0
+    assert metrics["rounds_used"] == 2.0
+    assert metrics["chamfer_r2"] < 5e-3  # the reference script against its own reference
+    assert metrics["executable"] == 1.0
+
+
+def test_bad_option_is_a_clear_error() -> None:
+    from harness.registry import lookup
+
+    with pytest.raises(ValueError, match="unknown code3d option"):
+        lookup("task", "code3d").factory(colour="red")
