@@ -1,0 +1,60 @@
+"""Pairwise 3D judge: prompt assembly, verdict parsing, A/B swap, agreement, Bradley-Terry."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+
+import pytest
+
+from harness.modelspec import build_model
+from harness.task import ScoreContext
+from harness.tasks.code3d.judge import Contestant, agreement, judge_messages, judge_pair, parse_verdict, rate_verdicts
+
+
+def test_parse_verdict() -> None:
+    assert parse_verdict('{"winner": "a", "reasoning": "closer"}') == "a"
+    assert parse_verdict('thinking...\n{"winner": "both_bad", "reasoning": "x"}') == "both_bad"
+    assert parse_verdict('{"winner": "maybe"}') is None
+    assert parse_verdict("no json") is None
+
+
+def test_messages_put_a_before_b_with_reference_images() -> None:
+    a, b = Contestant("m1", ["a1.png"] * 4), Contestant("m2", ["b1.png"] * 4)
+    msgs = judge_messages("a chair", a, b, reference_images=["ref.png"])
+    assert "impartial judge" in msgs[0].text_content
+    paths = [p.path for p in msgs[1].content if p.type == "image"]
+    assert paths == ["ref.png"] + ["a1.png"] * 4 + ["b1.png"] * 4
+    assert msgs[1].content[0].text.startswith("--- ORIGINAL PROMPT ---\na chair")
+    code = judge_messages("a chair", Contestant("m1", [], "import bpy  # A"), Contestant("m2", [], "# B"), mode="code")
+    assert "# A" in code[1].text_content and code[1].text_content.index("# A") < code[1].text_content.index("# B")
+
+
+def test_judge_pair_maps_swapped_verdicts_back() -> None:
+    judge_model = build_model("builtin:constant", {"text": '{"winner": "a", "reasoning": "first is better"}'})
+    ctx = ScoreContext(judge=judge_model, judge_spec="builtin:constant")
+    a, b = Contestant("m1", ["a.png"]), Contestant("m2", ["b.png"])
+    results = {}
+    for vote_id in [f"v{i}" for i in range(12)]:
+        outcome, verdict = asyncio.run(judge_pair(ctx, vote_id, "a chair", a, b))
+        swapped = verdict.records[0]["verdict"]["swapped"]
+        # the judge always prefers whichever side it saw first
+        assert outcome == ("b" if swapped else "a")
+        results[vote_id] = swapped
+    assert any(results.values()) and not all(results.values())  # both orders occur
+
+
+def test_agreement_drops_ties_and_computes_kappa() -> None:
+    judge_votes = ["a", "a", "b", "b", "tie", "a"]
+    human_votes = ["a", "b", "b", "b", "a", "both_bad"]
+    out = agreement(judge_votes, human_votes)
+    # kept: (a,a) (a,b) (b,b) (b,b): accuracy 3/4; p_judge(a)=.5, p_human(a)=.25 -> pe=.5 -> kappa=.5
+    assert out["n"] == 4 and out["accuracy"] == pytest.approx(0.75) and out["kappa"] == pytest.approx(0.5)
+    assert math.isnan(agreement(["tie"], ["a"])["accuracy"])
+
+
+def test_ratings_rank_the_better_model_first() -> None:
+    votes = [("good", "bad", "a")] * 8 + [("good", "bad", "b")] * 2 + [("good", "bad", "tie")] * 2
+    ratings = rate_verdicts(votes)
+    by = ratings.by_model()
+    assert by["good"].rating > by["bad"].rating
