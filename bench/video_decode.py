@@ -136,11 +136,44 @@ async def bench_judge(n_samples: int, delay: float) -> None:
               f"({serial / per_sample:.1f}x baseline)")
         print(f"  score() over 64 samples at once    : {n_calls / concurrent:8.1f} calls/s "
               f"({serial / concurrent:.1f}x baseline)")
+        await runner_rates(client, 4 * len(samples), n_calls / serial)
         close = getattr(client, "aclose", None)
         if close is not None:
             await close()
     finally:
         server.stop()
+
+
+async def runner_rates(client, n_items: int, serial_rate: float) -> None:  # type: ignore[no-untyped-def]
+    """The judge stage inside real runs (builtin:echo candidate, SQLite): one worker with one big
+    chunk scores its samples one after another; batch_size=1 with 64 workers scores 64 at once."""
+    import json
+
+    from harness.runner import EvalConfig, Runner
+    from harness.tasks.longshot import synth
+
+    class BenchRunner(Runner):
+        def prepare_judge(self):  # type: ignore[no-untyped-def]
+            return client, "bench-judge"
+
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        synth.write_video(root / "v.mp4", seconds=2.0, fps=5, tone_hz=None)
+        with (root / "items.jsonl").open("w") as f:
+            for s in judge_samples(n_items):
+                item = {k: v for k, v in s.metadata.items() if k in ("sample_id", "video_id", "task", "duration",
+                                                                      "conversations")}
+                f.write(json.dumps(item) + "\n")
+        for label, settings, conc in (("one chunk, 1 worker (default)", {}, None),
+                                      ("-M batch_size=1 --concurrency 64", {"batch_size": 1}, 64)):
+            cfg = EvalConfig(task="longshot", model="builtin:echo", task_options={"data_dir": tmp,
+                             "media_mode": "frames", "max_frames": 2}, model_settings=settings, concurrency=conc,
+                             judge="bench-judge", db_url=f"sqlite:///{tmp}/{conc}.db", progress=False)
+            t0 = time.perf_counter()
+            await BenchRunner(cfg).run_async()
+            took = time.perf_counter() - t0
+            rate = 4 * n_items / took  # whole run: DB setup, prompts and commits included
+            print(f"  runner {n_items} samples, {label:32s}: {rate:8.1f} calls/s ({rate / serial_rate:.1f}x baseline)")
 
 
 def main() -> None:
