@@ -20,7 +20,7 @@ from typing import Any
 
 from harness.model import Model
 from harness.models.operators import prompts
-from harness.models.operators.cost import Trace, price_for
+from harness.models.operators.cost import Trace, explicit_rates
 from harness.models.operators.extract import get_extractor
 from harness.types import GenerationConfig, Message, Output, Request
 
@@ -65,8 +65,9 @@ class Operator:
         mods = [frozenset(getattr(c, "modalities", {"text"})) for c in self.channels]
         self.modalities = frozenset.intersection(*mods)
         self.cacheable = all(getattr(c, "cacheable", True) for c in self.channels)
-        self.prices = {c.spec: price_for(c.spec, self.params["price_in"], self.params["price_out"])
-                       for c in [*self.channels, self.judge_model]}
+        explicit = self.params["price_in"] is not None or self.params["price_out"] is not None
+        self.prices = {c.spec: explicit_rates(c.spec, self.params["price_in"], self.params["price_out"])
+                       for c in [*self.channels, self.judge_model]} if explicit else {}
 
     def _build_judge(self, spec: Any) -> Model:
         if spec is None:

@@ -1,8 +1,9 @@
 """Cost accounting for reliability operators: per call, per sample, normalised.
 
 Per call (the reference code's formula): ``input_tokens * rate_in / 1e6 + output_tokens * rate_out / 1e6``
-with rates in USD per million tokens. A backend that already prices its calls (``Usage.cost > 0``)
-keeps its own figure. Per sample the calls are split into the generator bucket (the candidate
+with rates in USD per million tokens: the operator's ``price_in=``/``price_out=`` when given, else
+the backend's own figure (``Usage.cost > 0``: the openai backend prices its calls), else the shared
+price table. Per sample the calls are split into the generator bucket (the candidate
 answers themselves, including FEC parity calls) and the overhead bucket (critic, judge, synthesis),
 with judge cost also reported alone; ``normalised`` is the total relative to one plain call of the
 base model on the same prompt (the operator's first generator call is exactly such a call, so it
@@ -13,32 +14,58 @@ is the baseline). Local models have no price: then the same ratios are taken ove
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 from harness.types import Output, Usage
 
-# USD per 1M tokens (input, output). Published list prices at the time of writing; pass
-# price_in=/price_out= to an operator to override (prices change, the formula does not).
-PRICES: dict[str, tuple[float, float]] = {
-    "openai:gpt-4o": (2.50, 10.00),
-    "openai:gpt-4o-mini": (0.15, 0.60),
-    "openai:gpt-4.1": (2.00, 8.00),
-    "openai:gpt-4.1-mini": (0.40, 1.60),
-}
+# USD per 1M tokens (input, output): the shared table of the openai backend (models/prices.yaml),
+# looked up by the model name of an ``openai:NAME[@url][?settings]`` spec (exact name, else the
+# longest listed prefix, as that backend does). Operator params price_in=/price_out= override it.
+PRICE_FILE = Path(__file__).resolve().parent.parent / "prices.yaml"
+
+
+@lru_cache(maxsize=1)
+def price_table() -> dict[str, tuple[float, float]]:
+    if not PRICE_FILE.exists():
+        return {}
+    import yaml
+
+    data = yaml.safe_load(PRICE_FILE.read_text()) or {}
+    return {str(k): (float(v["input"]), float(v["output"])) for k, v in (data.get("models") or {}).items()}
+
 
 GENERATOR_ROLES = frozenset({"generator"})
 OVERHEAD_ROLES = frozenset({"critic", "judge", "synthesis", "probe"})
 ROLES = GENERATOR_ROLES | OVERHEAD_ROLES
 
 
-def price_for(spec: str, price_in: float | None = None, price_out: float | None = None) -> tuple[float, float]:
-    base = PRICES.get(spec, (0.0, 0.0))
-    return (base[0] if price_in is None else float(price_in), base[1] if price_out is None else float(price_out))
+def listed_price(spec: str) -> tuple[float, float]:
+    """Price-table rates of a model spec; (0, 0) for unlisted and local models."""
+    backend, _, rest = spec.partition(":")
+    if backend != "openai":
+        return (0.0, 0.0)
+    name = rest.split("@", 1)[0].split("?", 1)[0]
+    table = price_table()
+    if name in table:
+        return table[name]
+    prefixes = [k for k in table if name.startswith(k)]
+    return table[max(prefixes, key=len)] if prefixes else (0.0, 0.0)
 
 
-def call_cost(usage: Usage, rates: tuple[float, float]) -> float:
-    if usage.cost > 0:
-        return usage.cost
+def explicit_rates(spec: str, price_in: float | None, price_out: float | None) -> tuple[float, float]:
+    """Operator-given rates; a missing side falls back to the table's."""
+    listed = listed_price(spec)
+    return (listed[0] if price_in is None else float(price_in), listed[1] if price_out is None else float(price_out))
+
+
+def call_cost(usage: Usage, rates: tuple[float, float] | None, spec: str = "") -> float:
+    """Explicit rates win; else the backend's own figure (it knows its prices); else the table."""
+    if rates is None:
+        if usage.cost > 0:
+            return usage.cost
+        rates = listed_price(spec)
     return usage.input_tokens * rates[0] / 1e6 + usage.output_tokens * rates[1] / 1e6
 
 
@@ -70,16 +97,15 @@ class Call:
 class Trace:
     """Every call of one operator invocation, in order."""
 
-    prices: dict[str, tuple[float, float]] = field(default_factory=dict)  # model spec -> rates
+    prices: dict[str, tuple[float, float]] = field(default_factory=dict)  # explicit rates by model spec
     calls: list[Call] = field(default_factory=list)
 
     def add(self, role: str, model_spec: str, out: Output, note: str = "") -> Call:
         if role not in ROLES:
             raise ValueError(f"unknown call role {role!r}")
-        rates = self.prices.get(model_spec, price_for(model_spec))
         u = out.usage
-        call = Call(role, model_spec, u.input_tokens, u.output_tokens, call_cost(u, rates), u.seconds,
-                    out.text, out.error, note)
+        cost = call_cost(u, self.prices.get(model_spec), model_spec)
+        call = Call(role, model_spec, u.input_tokens, u.output_tokens, cost, u.seconds, out.text, out.error, note)
         self.calls.append(call)
         return call
 

@@ -297,7 +297,8 @@ def build_report(sessions: sessionmaker[Session], task: str | None = None, *, tr
             notes.append(f"router not fitted: {exc}")
         if rr is None and not notes:
             notes.append("router not fitted: needs at least two runs sharing at least four samples")
-    return Report(task, points, pareto_front(points), rr, notes)
+    front = [p for t in tasks for p in pareto_front([q for q in points if q.task == t])]  # per task
+    return Report(task, points, front, rr, notes)
 
 
 # ---- plot ---------------------------------------------------------------------------------------------
