@@ -266,13 +266,25 @@ def style_design(features_a: np.ndarray, features_b: np.ndarray) -> np.ndarray:
     return (z - z.mean(axis=0)) / np.where(sd > 0, sd, 1.0)
 
 
+def _contextual_matrix(k: int, a: np.ndarray, b: np.ndarray, z: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """sum_v w_v x_v x_v^T for x_v = (e_a - e_b, z_v), aggregated with bincount (no n x K design)."""
+    f = z.shape[1]
+    pair = np.bincount(a * k + b, w, k * k).reshape(k, k)
+    pair = pair + pair.T
+    m_tt = -pair
+    m_tt[np.arange(k), np.arange(k)] = pair.sum(axis=1)
+    m_tb = np.stack([np.bincount(a, w * z[:, j], k) - np.bincount(b, w * z[:, j], k) for j in range(f)], axis=1)
+    m_bb = (z * w[:, None]).T @ z
+    return np.block([[m_tt, m_tb.reshape(k, f)], [m_tb.reshape(k, f).T, m_bb]])
+
+
 def fit_contextual_bt(
     k: int, a: np.ndarray, b: np.ndarray, y: np.ndarray, z: np.ndarray, *, ridge: float = 1e-3, max_iter: int = 50
-) -> tuple[np.ndarray, np.ndarray]:
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Joint Newton fit of theta (K) and style coefficients beta (F) on per-vote rows.
 
-    y is a's share of the win (1, 0, 0.5). Model blocks of the Hessian are aggregated with bincount so
-    memory stays O(n F + K^2). Returns (theta centred at 0, beta)."""
+    y is a's share of the win (1, 0, 0.5). Returns (theta centred at 0, beta, sandwich SE of theta):
+    the SEs come from H^-1 J H^-1 of the joint model, so they include the uncertainty of beta."""
     a = np.asarray(a, dtype=np.int64)
     b = np.asarray(b, dtype=np.int64)
     y = np.asarray(y, dtype=float)
@@ -280,27 +292,29 @@ def fit_contextual_bt(
     f = z.shape[1]
     theta = np.zeros(k)
     beta = np.zeros(f)
+    penalty = ridge * np.eye(k + f)
+    penalty[:k, :k] += 1.0 / k  # gauge fix on theta (see fit_bt)
+    hess = penalty
     for _ in range(max_iter):
         p = expit(theta[a] - theta[b] + z @ beta)
         r = y - p
-        w = p * (1 - p)
-        g_t = np.bincount(a, r, k) - np.bincount(b, r, k) - ridge * theta
-        g_b = z.T @ r - ridge * beta
-        pair = np.bincount(a * k + b, w, k * k).reshape(k, k)
-        pair = pair + pair.T
-        h_tt = -pair
-        h_tt[np.arange(k), np.arange(k)] = pair.sum(axis=1) + ridge
-        h_tb = np.stack([np.bincount(a, w * z[:, j], k) - np.bincount(b, w * z[:, j], k) for j in range(f)], axis=1)
-        h_bb = (z * w[:, None]).T @ z + ridge * np.eye(f)
-        hess = np.block([[h_tt, h_tb], [h_tb.T, h_bb]])
-        step = np.linalg.solve(hess, np.concatenate([g_t, g_b]))
+        grad = np.concatenate([np.bincount(a, r, k) - np.bincount(b, r, k), z.T @ r]) - ridge * np.concatenate(
+            [theta, beta])
+        hess = _contextual_matrix(k, a, b, z, p * (1 - p)) + penalty
+        step = np.linalg.solve(hess, grad)
         big = np.abs(step).max()
         step *= min(1.0, 4.0 / max(big, 1e-300))
         theta += step[:k]
         beta += step[k:]
         if big < 1e-9:
             break
-    return theta - theta.mean(), beta
+    p = expit(theta[a] - theta[b] + z @ beta)
+    meat = _contextual_matrix(k, a, b, z, (y - p) ** 2)
+    hinv = np.linalg.inv(hess)
+    cov = (hinv @ meat @ hinv)[:k, :k]
+    centre = np.eye(k) - 1.0 / k
+    se = np.sqrt(np.clip(np.diag(centre @ cov @ centre), 0.0, None))
+    return theta - theta.mean(), beta, se
 
 
 # --------------------------------------------------------------------------------------------------
@@ -370,6 +384,7 @@ def rate_counts(
     provisional_votes: int = 0,
     anchor: tuple[str, float] | None = None,
     theta: np.ndarray | None = None,
+    se: np.ndarray | None = None,
     style_coefficients: dict[str, float] | None = None,
 ) -> Ratings:
     """Fit, intervals, ranks. ``ci`` is ``bootstrap`` or ``sandwich`` (sandwich SEs are always
@@ -380,7 +395,8 @@ def rate_counts(
     k = len(counts.models)
     if theta is None:
         theta = fit_bt(counts.effective_wins, ridge=ridge) if k else np.zeros(0)
-    se = sandwich_se(counts, theta, ridge=ridge) if k else np.zeros(0)
+    if se is None:
+        se = sandwich_se(counts, theta, ridge=ridge) if k else np.zeros(0)
     offset = 0.0
     if anchor is not None:
         if anchor[0] not in counts.models:
@@ -426,9 +442,8 @@ def rate_with_style(
     ridge: float = 1e-3,
     **options: Any,
 ) -> Ratings:
-    """Style-controlled ratings: theta from the contextual fit; intervals by sandwich SEs of the
-    plain counts at the style-controlled theta (a documented approximation: bootstrap over the
-    per-vote fit would cost rounds x full fits)."""
+    """Style-controlled ratings: theta and sandwich intervals from the contextual fit (a bootstrap
+    would cost one per-vote fit per round, so style control always uses sandwich CIs)."""
     counts = pair_counts(votes)
     index = {m: i for i, m in enumerate(counts.models)}
     a = np.array([index[str(v[0])] for v in votes], dtype=np.int64)
@@ -438,11 +453,11 @@ def rate_with_style(
     fa = np.array([[f.get(n, 0.0) for n in STYLE_FEATURES] for f in features_a])
     fb = np.array([[f.get(n, 0.0) for n in STYLE_FEATURES] for f in features_b])
     z = style_design(fa, fb) if len(votes) else np.zeros((0, len(STYLE_FEATURES)))
-    theta, beta = fit_contextual_bt(len(counts.models), a, b, y, z, ridge=ridge)
+    theta, beta, se = fit_contextual_bt(len(counts.models), a, b, y, z, ridge=ridge)
     options = {**options, "ci": "sandwich"}
     return rate_counts(
-        counts, theta=theta, ridge=ridge, style_coefficients=dict(zip(STYLE_FEATURES, map(float, beta), strict=True)),
-        **options,
+        counts, theta=theta, se=se, ridge=ridge,
+        style_coefficients=dict(zip(STYLE_FEATURES, map(float, beta), strict=True)), **options,
     )
 
 

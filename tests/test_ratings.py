@@ -129,6 +129,7 @@ def test_style_control_removes_a_length_effect():
     assert plain["long"].rating - plain["short"].rating > 80
     assert abs(styled["long"].rating - styled["short"].rating) < 30
     assert plain["short"].rank == 2 and styled["long"].rank == styled["short"].rank == 1
+    assert styled["long"].ci_low < 1000 < styled["long"].ci_high  # truth: equal strength, mean 1000
 
 
 def test_style_features_count_markdown():
