@@ -1,0 +1,159 @@
+"""Requests/s of the openai backend against a local server that answers after a fixed delay.
+
+    python bench/api_throughput.py [--delay 0.1] [--seconds 2] [--concurrency 1 32 256]
+
+The server (tests/openai_server.py) runs in its own process and sleeps ``--delay`` before every
+reply, so the ideal rate at concurrency c is c / delay. At each concurrency, in this one run:
+
+- ``harness``: this project's adapter (``openai:test``), driven like the runner drives it: c
+  workers, each calling ``generate`` with one request;
+- ``openai-default`` (the named baseline): a bare ``openai.AsyncOpenAI`` with its default httpx
+  transport, c calls in flight under a semaphore, retries off;
+- ``openai-aiohttp``: the same SDK client on its optional aiohttp transport (``DefaultAioHttpClient``,
+  needs ``httpx-aiohttp``; skipped when absent) - the alternative the adapter's design rejected;
+- ``ceiling``: a minimal aiohttp loop that only posts and reads bytes: what this server can serve
+  to any Python client on this machine.
+
+Printed per client: requests/s, % of ideal, % of the ceiling, ratio to the baseline, and client CPU
+ms per request (process time: steadier than wall time on a loaded 2-core machine).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SERVER = ROOT / "tests" / "openai_server.py"
+MESSAGES = [{"role": "user", "content": "What is 2 + 2? Reply with the number only."}]
+
+
+def start_server(delay: float) -> tuple[subprocess.Popen[str], str]:
+    proc = subprocess.Popen([sys.executable, str(SERVER), "--delay", str(delay), "--no-record", "--text", "4"],
+                            stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if not line.startswith("READY"):
+        proc.kill()
+        raise RuntimeError(f"server did not start: {line!r}")
+    return proc, f"http://127.0.0.1:{int(line.split()[1])}/v1"
+
+
+async def measure(call: Callable[[], Awaitable[object]], n: int, concurrency: int) -> tuple[float, float]:
+    """(requests/s, CPU ms per request) for n calls with `concurrency` workers."""
+    remaining = n
+
+    async def worker() -> None:
+        nonlocal remaining
+        while remaining > 0:
+            remaining -= 1
+            await call()
+
+    t0, c0 = time.perf_counter(), time.process_time()
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return n / (time.perf_counter() - t0), (time.process_time() - c0) / n * 1000
+
+
+async def client_harness(base_url: str, concurrency: int) -> tuple[Callable[[], Awaitable[object]], Callable]:
+    from harness.modelspec import build_model
+    from harness.types import GenerationConfig, Message, Request
+
+    model = build_model("openai:test", {"base_url": base_url, "concurrency": concurrency, "max_retries": 0})
+    request = Request([Message.text("user", MESSAGES[0]["content"])], GenerationConfig(max_tokens=8))
+
+    async def call() -> object:
+        (out,) = await model.generate([request])
+        if out.error:
+            raise RuntimeError(out.error)
+        return out
+
+    return call, model.aclose
+
+
+async def client_openai(base_url: str, concurrency: int, aiohttp_transport: bool = False) -> tuple:
+    import openai
+
+    http_client = openai.DefaultAioHttpClient(timeout=60) if aiohttp_transport else None
+    client = openai.AsyncOpenAI(base_url=base_url, api_key="none", max_retries=0, http_client=http_client)
+    limit = asyncio.Semaphore(concurrency)
+
+    async def call() -> object:
+        async with limit:
+            return await client.chat.completions.create(model="test", messages=MESSAGES, max_tokens=8)
+
+    return call, client.close
+
+
+async def client_ceiling(base_url: str, concurrency: int) -> tuple:
+    import aiohttp
+
+    session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=concurrency))
+    body = json.dumps({"model": "test", "messages": MESSAGES, "max_tokens": 8}).encode()
+    headers = {"Content-Type": "application/json"}
+
+    async def call() -> object:
+        async with session.post(base_url + "/chat/completions", data=body, headers=headers) as resp:
+            return await resp.read()
+
+    return call, session.close
+
+
+CLIENTS = {
+    "harness": client_harness,
+    "openai-default": client_openai,
+    "openai-aiohttp": lambda url, c: client_openai(url, c, aiohttp_transport=True),
+    "ceiling": client_ceiling,
+}
+
+
+async def run(args: argparse.Namespace) -> None:
+    proc, base_url = start_server(args.delay)
+    try:
+        print(f"server delay {args.delay * 1000:.0f} ms at {base_url}; {args.seconds:.0f} s of ideal work per point")
+        header = f"{'conc':>5} {'client':<15} {'req/s':>8} {'ideal':>8} {'%ideal':>7} {'%ceiling':>8} "
+        print(header + f"{'x baseline':>10} {'CPU ms/req':>10}")
+        for c in args.concurrency:
+            ideal = c / args.delay
+            n = max(c * 2, int(ideal * args.seconds))
+            results: dict[str, tuple[float, float]] = {}
+            for name in args.clients:
+                try:
+                    call, close = await CLIENTS[name](base_url, c)
+                except ImportError as exc:
+                    print(f"{c:>5} {name:<15} skipped ({exc})")
+                    continue
+                try:
+                    await measure(call, min(n, 2 * c), c)  # warm: connections, imports
+                    results[name] = await measure(call, n, c)
+                finally:
+                    await close()
+            base = results.get("openai-default", (0.0, 0.0))[0]
+            ceiling = results.get("ceiling", (0.0, 0.0))[0]
+            for name, (rps, cpu) in results.items():
+                pct_ceiling = f"{100 * rps / ceiling:7.1f}%" if ceiling else "      -"
+                ratio = f"{rps / base:9.2f}x" if base else "        -"
+                print(f"{c:>5} {name:<15} {rps:8.1f} {ideal:8.0f} {100 * rps / ideal:6.1f}% {pct_ceiling} "
+                      f"{ratio} {cpu:10.2f}", flush=True)
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--delay", type=float, default=0.1)
+    parser.add_argument("--seconds", type=float, default=2.0, help="ideal duration of each measurement")
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 32, 256])
+    parser.add_argument("--clients", nargs="+", default=list(CLIENTS), choices=list(CLIENTS))
+    args = parser.parse_args()
+    asyncio.run(run(args))
+
+
+if __name__ == "__main__":
+    main()
