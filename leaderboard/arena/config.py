@@ -30,6 +30,9 @@ class ArenaConfig:
     outlier_min_votes: int = 10
     hide_self_naming: bool = True  # outputs that contain their model's name are never served
     media_roots: list[Path] = field(default_factory=list)
+    # behind a reverse proxy every voter shares the proxy's address: take the client IP from the first
+    # X-Forwarded-For entry instead (only when the proxy sets it; otherwise clients could forge it)
+    trust_forwarded_for: bool = field(default_factory=lambda: os.environ.get("HARNESS_ARENA_TRUST_PROXY") == "1")
     clock: Callable[[], float] = time.time  # tests move time forward without sleeping
 
 

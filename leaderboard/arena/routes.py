@@ -74,7 +74,10 @@ def state(request: Request) -> State:
     return st
 
 
-def client_ip(request: Request) -> str:
+def client_ip(request: Request, cfg: ArenaConfig) -> str:
+    forwarded = request.headers.get("x-forwarded-for", "") if cfg.trust_forwarded_for else ""
+    if forwarded.strip():
+        return forwarded.split(",")[0].strip()
     return request.client.host if request.client else "unknown"
 
 
@@ -84,7 +87,8 @@ def identity(request: Request, st: State) -> tuple[str | None, str, str]:
     new = None
     if not cookie or len(cookie) > 64:
         cookie = new = secrets.token_urlsafe(16)
-    return new, tokens.keyed_hash(st.secret, "voter", cookie), tokens.keyed_hash(st.secret, "ip", client_ip(request))
+    ip = client_ip(request, st.cfg)
+    return new, tokens.keyed_hash(st.secret, "voter", cookie), tokens.keyed_hash(st.secret, "ip", ip)
 
 
 def _set_cookie(response: Response, value: str | None) -> Response:
