@@ -19,6 +19,7 @@ from harness.store.db import open_db
 
 from .cache import ViewCache
 from .media import allowed_path, media_roots_from_env
+from .responses import CachedPagesASGI
 from .templating import STATIC_DIR, make_env
 from .views import NotFound
 
@@ -59,23 +60,26 @@ def plotly_js_path() -> Path:
 
 
 def create_app(db_url: str | None = None, *, write_token: str | None = None,
-               media_roots: list[str | Path] | None = None, cache_seconds: float = 1.0) -> FastAPI:
+               media_roots: list[str | Path] | None = None, cache_seconds: float = 1.0,
+               cache_entries: int = 512) -> FastAPI:
     """The leaderboard app on ``db_url`` (default ``$HARNESS_DB_URL`` or ``sqlite:///harness.db``).
 
     ``write_token``: a token accepted for pushes besides those in ``api_tokens``; ``media_roots``:
     folders whose files the run page may show (default ``$HARNESS_MEDIA_ROOT``); ``cache_seconds``:
-    how stale a cached page may get before the database fingerprint is checked again.
+    how stale a cached page may get before the database fingerprint is checked again;
+    ``cache_entries``: how many rendered pages to keep (0 turns the cache off: the benchmark baseline).
     """
     import harness
 
     app = FastAPI(title="harness leaderboard", version=harness.__version__, docs_url=None, redoc_url=None,
                   description="Results of the evaluation harness: read freely, write with a bearer token.")
     app.state.sessions = open_db(db_url)
-    app.state.cache = ViewCache(app.state.sessions, check_every=cache_seconds)
+    app.state.cache = ViewCache(app.state.sessions, check_every=cache_seconds, max_entries=cache_entries)
     app.state.write_token = write_token
     app.state.media_roots = [Path(p) for p in media_roots] if media_roots is not None else media_roots_from_env()
     app.state.env = make_env()
-    app.add_middleware(SecurityHeaders)
+    app.add_middleware(CachedPagesASGI, cache_of=lambda: app.state.cache)
+    app.add_middleware(SecurityHeaders)  # added last: outermost, so cached answers get the headers too
 
     plotly_js = plotly_js_path()
 

@@ -33,21 +33,27 @@ def _layout(title: str, xtitle: str, ytitle: str, **extra: Any) -> dict[str, Any
 
 
 def score_ci_chart(runs: list[RunInfo], metric: str, lower_better: bool) -> dict[str, Any]:
-    """One point per run with asymmetric 95% CI error bars, best first."""
-    rs = sorted((r for r in runs if r.value is not None), key=lambda r: r.value or 0.0, reverse=not lower_better)
+    """A horizontal dot plot, best on top, with asymmetric 95% CI error bars; provisional results
+    (unfinished or small n) are hollow."""
+    rs = sorted((r for r in runs if r.value is not None), key=lambda r: r.value or 0.0, reverse=lower_better)
     labels = [f"{r.model} #{r.run_id}" for r in rs]
     values = [r.value for r in rs]
     plus = [max((r.ci_high if r.ci_high is not None else r.value) - r.value, 0.0) for r in rs]  # type: ignore[operator]
     minus = [max(r.value - (r.ci_low if r.ci_low is not None else r.value), 0.0) for r in rs]  # type: ignore[operator]
     trace = {
-        "type": "scatter", "mode": "markers", "x": labels, "y": values,
-        "marker": {"size": 9, "color": [_MUTED if r.provisional else _ACCENT for r in rs]},
-        "error_y": {"type": "data", "symmetric": False, "array": plus, "arrayminus": minus, "color": "#64748b",
-                    "thickness": 1.5, "width": 4},
-        "customdata": [[r.n, r.run_name] for r in rs],
-        "hovertemplate": "%{x}<br>" + metric + " %{y:.4f}<br>n=%{customdata[0]}<extra></extra>",
+        "type": "scatter", "mode": "markers", "orientation": "h", "x": values, "y": labels,
+        "marker": {"size": 10, "color": _ACCENT, "line": {"color": _ACCENT, "width": 2},
+                   "symbol": ["circle-open" if r.provisional else "circle" for r in rs]},
+        "error_x": {"type": "data", "symmetric": False, "array": plus, "arrayminus": minus, "color": "#64748b",
+                    "thickness": 1.5, "width": 5},
+        "customdata": [[r.n, r.ci_low, r.ci_high] for r in rs],
+        "hovertemplate": "%{y}<br>" + metric + " %{x:.4f} [%{customdata[1]:.4f}, %{customdata[2]:.4f}]"
+                         "<br>n=%{customdata[0]}<extra></extra>",
     }
-    return {"data": [trace], "layout": _layout(f"{metric} with 95% CI", "", metric)}
+    layout = _layout(f"{metric} with 95% CI (hollow: provisional)", metric, "",
+                     margin={"l": 20, "r": 20, "t": 40, "b": 50}, height=max(300, 90 + 26 * len(rs)))
+    layout["yaxis"].update(type="category", automargin=True, gridcolor="#f3f4f6")
+    return {"data": [trace], "layout": layout}
 
 
 def cost_pareto_chart(runs: list[RunInfo], metric: str, lower_better: bool) -> dict[str, Any] | None:

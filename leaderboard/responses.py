@@ -1,4 +1,8 @@
-"""Serving views: cached, gzip-aware, ETag-checked responses, and HTML rendering of a view."""
+"""Serving views: cached, gzip-aware, ETag-checked responses, and HTML rendering of a view.
+
+Cached pages are keyed by the raw path and query string, so :class:`CachedPagesASGI` can answer a
+repeated GET before FastAPI routes or validates anything (the overview under load is mostly this).
+"""
 
 from __future__ import annotations
 
@@ -9,7 +13,7 @@ from fastapi import Request
 from fastapi.responses import Response
 from starlette.concurrency import run_in_threadpool
 
-from .cache import Page, make_page
+from .cache import Page, ViewCache, make_page
 from .views import View
 
 
@@ -18,29 +22,69 @@ def render(request: Request, view: View) -> bytes:
     return env.get_template(view.template).render(**view.context, request_path=request.url.path).encode()
 
 
-def page_response(request: Request, page: Page, *, status: int = 200) -> Response:
-    headers = {"ETag": page.etag, "Vary": "Accept-Encoding", "Cache-Control": "no-cache"}
+def page_key(path: str, query_string: bytes) -> tuple[str, str, bytes]:
+    return ("page", path, query_string)
+
+
+def _headers(page: Page, gzipped: bool) -> list[tuple[str, str]]:
+    out = [("content-type", page.media_type), ("etag", page.etag), ("vary", "Accept-Encoding"),
+           ("cache-control", "no-cache"), *page.headers]
+    if gzipped:
+        out.append(("content-encoding", "gzip"))
+    return out
+
+
+def page_response(request: Request, page: Page) -> Response:
     if request.headers.get("if-none-match") == page.etag:
-        return Response(status_code=304, headers=headers)
-    if "gzip" in request.headers.get("accept-encoding", ""):
-        headers["Content-Encoding"] = "gzip"
-        return Response(page.gzipped, status_code=status, media_type=page.media_type, headers=headers)
-    return Response(page.body, status_code=status, media_type=page.media_type, headers=headers)
+        return Response(status_code=304, headers=dict(_headers(page, False)[1:]))
+    gz = "gzip" in request.headers.get("accept-encoding", "")
+    return Response(page.gzipped if gz else page.body, headers=dict(_headers(page, gz)))
 
 
-async def cached(request: Request, key: Any, build: Callable[[], tuple[bytes, str]]) -> Response:
-    """The response for ``key`` from the view cache, building it in a worker thread on a miss.
-    The hot path (a recently validated hit) touches neither the database nor a thread."""
-    cache = request.app.state.cache
-    page = cache.peek(key)
-    if page is None:
-        def compute() -> Page:
-            body, media_type = build()
-            return make_page(body, media_type)
+async def cached(request: Request, build: Callable[[], tuple[bytes, str]],
+                 headers: tuple[tuple[str, str], ...] = ()) -> Response:
+    """The response for this GET from the view cache (re-checked against the database when due),
+    building it in a worker thread on a miss. Fresh hits never get here: CachedPagesASGI answers them."""
+    cache: ViewCache = request.app.state.cache
+    key = page_key(request.url.path, request.scope.get("query_string", b""))
 
-        page = await run_in_threadpool(cache.get, key, compute)
+    def compute() -> Page:
+        body, media_type = build()
+        return make_page(body, media_type, headers)
+
+    page = await run_in_threadpool(cache.get, key, compute)
     return page_response(request, page)
 
 
-def html_key(request: Request) -> tuple[str, str, str]:
-    return ("html", request.url.path, str(sorted(request.query_params.multi_items())))
+class CachedPagesASGI:
+    """Answers GETs whose page is in the view cache (and was validated within ``check_every``)
+    straight from the ASGI scope; everything else goes on to the app."""
+
+    def __init__(self, app: Any, cache_of: Callable[[], ViewCache | None]) -> None:
+        self.app = app
+        self.cache_of = cache_of
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        cache = self.cache_of() if scope["type"] == "http" and scope["method"] == "GET" else None
+        page = cache.peek(page_key(scope["path"], scope.get("query_string", b""))) if cache else None
+        if page is None:
+            await self.app(scope, receive, send)
+            return
+        accept = b""
+        match = b""
+        for name, value in scope["headers"]:
+            if name == b"accept-encoding":
+                accept = value
+            elif name == b"if-none-match":
+                match = value
+        if match and match.decode("latin-1") == page.etag:
+            await send({"type": "http.response.start", "status": 304,
+                        "headers": [(b"etag", page.etag.encode()), (b"vary", b"Accept-Encoding")]})
+            await send({"type": "http.response.body", "body": b""})
+            return
+        gz = b"gzip" in accept
+        body = page.gzipped if gz else page.body
+        headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in _headers(page, gz)]
+        headers.append((b"content-length", str(len(body)).encode()))
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": body})

@@ -34,11 +34,8 @@ def _table_response_builder(make_view, name: str, fmt: str):  # type: ignore[no-
 
 
 async def _table(request: Request, make_view, name: str, fmt: str) -> Response:  # type: ignore[no-untyped-def]
-    key = ("api", request.url.path, str(sorted(request.query_params.multi_items())))
-    resp = await cached(request, key, _table_response_builder(make_view, name, fmt))
-    if fmt == "csv" and resp.status_code == 200:
-        resp.headers["Content-Disposition"] = f'attachment; filename="{name}.csv"'
-    return resp
+    headers = (("content-disposition", f'attachment; filename="{name}.csv"'),) if fmt == "csv" else ()
+    return await cached(request, _table_response_builder(make_view, name, fmt), headers)
 
 
 def _overview(request: Request, sort: str, dir: str, family: str, modality: str, backend: str, q: str):  # type: ignore[no-untyped-def]

@@ -6,7 +6,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from . import views
-from .responses import cached, html_key, render
+from .responses import cached, render
 
 router = APIRouter(include_in_schema=False)
 
@@ -26,37 +26,34 @@ async def overview(request: Request, sort: str = "avg", dir: str = "", family: s
     def build() -> tuple[bytes, str]:
         return render(request, views.overview_view(app.state.sessions, app.state.cache, params)), HTML
 
-    return await cached(request, ("overview", params.key()), build)
+    return await cached(request, build)
 
 
 @router.get("/tasks")
 async def tasks(request: Request) -> Response:
-    return await cached(request, html_key(request),
-                        lambda: (render(request, views.tasks_view(request.app.state.sessions)), HTML))
+    return await cached(request, lambda: (render(request, views.tasks_view(request.app.state.sessions)), HTML))
 
 
 @router.get("/tasks/{name}")
 async def task(request: Request, name: str) -> Response:
-    return await cached(request, html_key(request),
-                        lambda: (render(request, views.task_view(request.app.state.sessions, name)), HTML))
+    return await cached(request, lambda: (render(request, views.task_view(request.app.state.sessions, name)), HTML))
 
 
 @router.get("/models")
 async def models(request: Request) -> Response:
-    return await cached(request, html_key(request),
-                        lambda: (render(request, views.models_view(request.app.state.sessions)), HTML))
+    return await cached(request, lambda: (render(request, views.models_view(request.app.state.sessions)), HTML))
 
 
 @router.get("/models/{model_id}")
 async def model(request: Request, model_id: int) -> Response:
-    return await cached(request, html_key(request),
-                        lambda: (render(request, views.model_view(request.app.state.sessions, model_id)), HTML))
+    sessions = request.app.state.sessions
+    return await cached(request, lambda: (render(request, views.model_view(sessions, model_id)), HTML))
 
 
 @router.get("/runs")
 async def runs(request: Request, page: int = 1, per_page: int = 50, task: str = "") -> Response:
     page, per_page = _clamp(page, 1, 10**6), _clamp(per_page, 1, 500)
-    return await cached(request, html_key(request), lambda: (
+    return await cached(request, lambda: (
         render(request, views.runs_view(request.app.state.sessions, page, per_page, task)), HTML))
 
 
@@ -66,15 +63,15 @@ async def run(request: Request, run_id: int, page: int = 1, per_page: int = 20, 
     page, per_page = _clamp(page, 1, 10**6), _clamp(per_page, 1, 200)
     status = status if status in views.queries.SAMPLE_FILTERS else "all"
     app = request.app
-    return await cached(request, html_key(request), lambda: (render(request, views.run_view(
+    return await cached(request, lambda: (render(request, views.run_view(
         app.state.sessions, run_id, app.state.media_roots, page=page, per_page=per_page, q=q.strip(),
         status=status)), HTML))
 
 
 @router.get("/compare")
 async def compare(request: Request, a: int | None = None, b: int | None = None) -> Response:
-    return await cached(request, html_key(request),
-                        lambda: (render(request, views.compare_view(request.app.state.sessions, a, b)), HTML))
+    sessions = request.app.state.sessions
+    return await cached(request, lambda: (render(request, views.compare_view(sessions, a, b)), HTML))
 
 
 @router.get("/api")

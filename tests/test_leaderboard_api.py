@@ -141,7 +141,7 @@ def test_task_page_charts_and_pareto(site):
     figs = re.findall(r'<script type="application/json" id="(chart-[a-z]+)-data">(.*?)</script>', html, re.S)
     assert {name for name, _ in figs} == {"chart-scores", "chart-cost"}
     scores = json.loads(dict(figs)["chart-scores"])
-    assert len(scores["data"][0]["y"]) == 4 and "arrayminus" in scores["data"][0]["error_y"]
+    assert len(scores["data"][0]["x"]) == 4 and "arrayminus" in scores["data"][0]["error_x"]
     runs = client.get("/api/tasks/gsm8k/runs.json").json()["rows"]
     front = {r["model"] for r in runs if r["pareto"]}
     assert XSS_MODEL in front  # the best score at any cost is always on the front

@@ -1,0 +1,301 @@
+"""Leaderboard under load: p50/p99 latency and requests/s for the overview page and its JSON.
+
+Builds a results database of ``--models`` x ``--tasks`` runs with ``--samples`` sample rows each
+(default 100 x 20 x 1,000 = 2,000 runs, 2 million sample rows; bulk-inserted directly: executemany
+on SQLite, COPY on PostgreSQL), starts the leaderboard with uvicorn in its own process on
+127.0.0.1, and drives it with ``--clients`` concurrent aiohttp clients (a bounded load: each client
+sends its next request when the previous one is answered; gzip accepted, as browsers do).
+
+Baseline: the same app with its page cache turned off (``create_app(cache_entries=0)``), so every
+request queries the database and renders the page; the ratio printed is baseline p99 / cached p99.
+Target: cached p99 under 100 ms on a 2-core machine, on SQLite and PostgreSQL.
+
+    python bench/leaderboard_load.py [--engine sqlite|postgres|both] [--pg-url URL] [--requests 4000]
+
+Without ``--pg-url`` a throwaway PostgreSQL server is started (as tests/setup.d/10-postgres.sh does).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import io
+import json
+import os
+import random
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime
+from pathlib import Path
+
+FAMILIES = ["text", "vision", "video", "audio", "3d"]
+MODALITIES = {"text": ["text"], "vision": ["image", "text"], "video": ["text", "video"], "audio": ["audio", "text"],
+              "3d": ["mesh", "text"]}
+BACKENDS = ["openai", "hf", "vllm", "anthropic", "builtin"]
+SAMPLE_COLS = ["run_id", "sample_id", "epoch", "input_hash", "input", "target", "output", "prediction", "answer",
+               "scores", "unscored", "explanation", "details", "input_tokens", "output_tokens", "calls", "cost",
+               "latency_s", "cached", "error", "error_kind", "created_at"]
+
+
+# ---- database -------------------------------------------------------------------------------------
+
+
+def build_db(url: str, n_models: int, n_tasks: int, n_samples: int, seed: int = 0) -> float:
+    """Fill ``url`` (an empty database) and return the seconds it took."""
+    from sqlalchemy import insert
+
+    from harness.store.db import open_db
+    from harness.store.schema import MetricRow, ModelRow, RunRow, SampleResultRow, TaskRow
+    from harness.types import stable_hash
+
+    t0 = time.perf_counter()
+    rng = random.Random(seed)
+    sessions = open_db(url)
+    now = datetime.now()
+    with sessions.begin() as s:
+        s.execute(insert(TaskRow), [{
+            "id": t + 1, "name": f"task{t:02d}", "version": "1", "content_hash": stable_hash(t)[:16],
+            "family": FAMILIES[t % len(FAMILIES)], "description": f"synthetic task {t}",
+            "modalities": MODALITIES[FAMILIES[t % len(FAMILIES)]],
+            "primary_metric": "wer" if t % 10 == 9 else "accuracy", "created_at": now} for t in range(n_tasks)])
+        s.execute(insert(ModelRow), [{
+            "id": m + 1, "spec": f"{BACKENDS[m % len(BACKENDS)]}:org/model-{m:03d}",
+            "backend": BACKENDS[m % len(BACKENDS)],
+            "display_name": f"model-{m:03d}", "info": {"size": f"{(m % 9 + 1) * 7}B"}, "created_at": now}
+            for m in range(n_models)])
+        runs, metrics = [], []
+        skill = [rng.uniform(0.2, 0.9) for _ in range(n_models)]
+        for m in range(n_models):
+            for t in range(n_tasks):
+                rid = m * n_tasks + t + 1
+                acc = min(0.99, max(0.01, skill[m] + rng.uniform(-0.1, 0.1)))
+                runs.append({"id": rid, "name": f"run-{m:03d}-{t:02d}", "task_id": t + 1, "model_id": m + 1,
+                             "judge_spec": None, "config": {"task": f"task{t:02d}", "model": f"model-{m:03d}"},
+                             "config_hash": stable_hash([m, t]), "harness_version": "0.1.0", "git_revision": "bench",
+                             "status": "finished", "n_samples": n_samples, "n_done": n_samples, "n_errors": 0,
+                             "total_cost": 0.0002 * n_samples * (1 + m % 7), "created_at": now, "started_at": now,
+                             "finished_at": now})
+                half = 1.96 * (acc * (1 - acc) / n_samples) ** 0.5
+                name = "wer" if t % 10 == 9 else "accuracy"
+                value = 1 - acc if name == "wer" else acc
+                metrics += [
+                    {"run_id": rid, "name": name, "value": value, "ci_low": value - half, "ci_high": value + half,
+                     "n": n_samples, "breakdown_key": "", "breakdown_value": ""},
+                    {"run_id": rid, "name": "errors", "value": 0.0, "ci_low": None, "ci_high": None, "n": n_samples,
+                     "breakdown_key": "", "breakdown_value": ""},
+                    {"run_id": rid, "name": "cost_per_sample", "value": 0.0002 * (1 + m % 7), "ci_low": None,
+                     "ci_high": None, "n": n_samples, "breakdown_key": "", "breakdown_value": ""},
+                ] + [{"run_id": rid, "name": name, "value": value, "ci_low": value - 2 * half,
+                      "ci_high": value + 2 * half, "n": n_samples // 3, "breakdown_key": "category",
+                      "breakdown_value": cat} for cat in ("easy", "medium", "hard")]
+        s.execute(insert(RunRow), runs)
+        s.execute(insert(MetricRow), metrics)
+    engine = sessions.kw["bind"]
+    dialect = engine.dialect.name
+
+    def sample_rows(rid: int, acc: float):  # type: ignore[no-untyped-def]
+        for i in range(n_samples):
+            ok = rng.random() < acc
+            yield (rid, str(i), 0, "", json.dumps({"messages": [{"role": "user", "content": [
+                       {"type": "text", "text": f"question {i} of run {rid}"}]}], "metadata": {"category": "easy"}}),
+                   json.dumps(str(i % 97)), f"the answer is {i % 97 if ok else 0}", "null", str(i % 97),
+                   json.dumps({"accuracy": 1.0 if ok else 0.0}), None, "", "{}", 12, 6, 1, 0.0002, 0.05, False, None,
+                   None, now)
+
+    for rid in range(1, len(runs) + 1):
+        acc = metrics[(rid - 1) * 6]["value"]
+        if dialect == "postgresql":
+            raw = engine.raw_connection()
+            try:
+                with raw.cursor() as cur:
+                    with cur.copy(f"COPY sample_results ({', '.join(SAMPLE_COLS)}) FROM STDIN") as copy:
+                        for row in sample_rows(rid, acc):
+                            copy.write_row(row)
+                raw.commit()
+            finally:
+                raw.close()
+        else:
+            rows = [dict(zip(SAMPLE_COLS, r, strict=True)) for r in sample_rows(rid, acc)]
+            for r in rows:  # JSON columns take Python objects through SQLAlchemy
+                for c in ("input", "target", "prediction", "scores", "details"):
+                    r[c] = json.loads(r[c])
+            with sessions.begin() as s:
+                s.execute(insert(SampleResultRow), rows)
+        if rid % 200 == 0:
+            print(f"  {rid}/{len(runs)} runs of samples written ({time.perf_counter() - t0:.0f} s)", flush=True)
+    if dialect == "postgresql":
+        with engine.begin() as conn:
+            conn.exec_driver_sql("SELECT setval('sample_results_id_seq', (SELECT max(id) FROM sample_results))")
+            conn.exec_driver_sql("ANALYZE")
+    engine.dispose()
+    return time.perf_counter() - t0
+
+
+def start_postgres(tmp: Path, port: int) -> tuple[str, list[str]]:
+    pg_bin = sorted(Path("/usr/lib/postgresql").glob("*/bin"))[-1]
+    data = tmp / "pg"
+    data.mkdir()
+    shutil.chown(data, "postgres")
+    run_as = ["runuser", "-u", "postgres", "--"]
+    subprocess.run(run_as + [str(pg_bin / "initdb"), "-D", str(data / "data"), "-U", "harness", "--auth=trust",
+                             "--no-sync"], check=True, capture_output=True)
+    subprocess.run(run_as + [str(pg_bin / "pg_ctl"), "-D", str(data / "data"), "-l", str(data / "log"), "-w", "start",
+                             "-o", f"-c listen_addresses=127.0.0.1 -p {port} -k {data} -c fsync=off "
+                                   "-c max_connections=200 -c synchronous_commit=off"], check=True, capture_output=True)
+    subprocess.run(run_as + [str(pg_bin / "createdb"), "-h", "127.0.0.1", "-p", str(port), "-U", "harness", "bench"],
+                   check=True, capture_output=True)
+    stop = run_as + [str(pg_bin / "pg_ctl"), "-D", str(data / "data"), "-m", "immediate", "stop"]
+    return f"postgresql+psycopg://harness@127.0.0.1:{port}/bench", stop
+
+
+# ---- server and load ------------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+SERVER = """
+import sys, uvicorn
+from harness.leaderboard.app import create_app
+app = create_app(sys.argv[1], cache_entries=int(sys.argv[3]))
+uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[2]), log_level="warning", access_log=False)
+"""
+
+
+def start_server(url: str, cache_entries: int) -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-c", SERVER, url, str(port), str(cache_entries)],
+                            env={**os.environ, "OMP_NUM_THREADS": "1"})
+    base = f"http://127.0.0.1:{port}"
+    import urllib.request
+
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            with urllib.request.urlopen(base + "/api/tasks", timeout=5):
+                return proc, base
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("leaderboard server did not start") from None
+            time.sleep(0.2)
+
+
+async def _load(url: str, n_requests: int, clients: int) -> tuple[list[float], float, int]:
+    import aiohttp
+
+    latencies: list[float] = []
+    errors = 0
+    remaining = n_requests
+
+    async def client(session: aiohttp.ClientSession) -> None:
+        nonlocal remaining, errors
+        while remaining > 0:
+            remaining -= 1
+            t = time.perf_counter()
+            async with session.get(url, headers={"Accept-Encoding": "gzip"}) as resp:
+                await resp.read()
+                if resp.status != 200:
+                    errors += 1
+            latencies.append(time.perf_counter() - t)
+
+    conn = aiohttp.TCPConnector(limit=clients)
+    async with aiohttp.ClientSession(connector=conn) as session:
+        t0 = time.perf_counter()
+        await asyncio.gather(*(client(session) for _ in range(clients)))
+        wall = time.perf_counter() - t0
+    return latencies, wall, errors
+
+
+def measure(base: str, path: str, n_requests: int, clients: int) -> dict[str, float]:
+    lat, wall, errors = asyncio.run(_load(base + path, n_requests, clients))
+    lat.sort()
+    return {"n": len(lat), "p50_ms": 1000 * statistics.median(lat), "p99_ms": 1000 * lat[int(0.99 * (len(lat) - 1))],
+            "rps": len(lat) / wall, "errors": errors}
+
+
+def first_request_ms(base: str, path: str) -> tuple[float, int]:
+    import urllib.request
+
+    t = time.perf_counter()
+    with urllib.request.urlopen(base + path, timeout=120) as resp:
+        body = resp.read()
+    return 1000 * (time.perf_counter() - t), len(body)
+
+
+def bench_engine(name: str, url: str, args: argparse.Namespace) -> list[dict[str, object]]:
+    out = []
+    for label, entries, n in (("cached", 512, args.requests), ("baseline: no cache", 0, args.baseline_requests)):
+        proc, base = start_server(url, entries)
+        try:
+            for path in ("/", "/api/overview"):
+                cold, size = first_request_ms(base, path)
+                measure(base, path, min(200, n), args.clients)  # warm-up
+                res = measure(base, path, n, args.clients)
+                out.append({"engine": name, "server": label, "path": path, "cold_ms": cold, "bytes": size, **res})
+                print(f"  {name:10s} {label:18s} {path:14s} p50 {res['p50_ms']:7.1f} ms  p99 {res['p99_ms']:7.1f} ms  "
+                      f"{res['rps']:7.0f} req/s  (first request {cold:.0f} ms, {size // 1024} KiB, "
+                      f"{res['errors']} errors)", flush=True)
+        finally:
+            proc.terminate()
+            proc.wait(10)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--engine", choices=["sqlite", "postgres", "both"], default="both")
+    ap.add_argument("--pg-url", help="an empty PostgreSQL database to fill (default: start a throwaway server)")
+    ap.add_argument("--models", type=int, default=100)
+    ap.add_argument("--tasks", type=int, default=20)
+    ap.add_argument("--samples", type=int, default=1000)
+    ap.add_argument("--clients", type=int, default=64)
+    ap.add_argument("--requests", type=int, default=4000)
+    ap.add_argument("--baseline-requests", type=int, default=300)
+    ap.add_argument("--keep", type=Path, help="build the databases here and keep them")
+    args = ap.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="lb-bench-", dir=args.keep))
+    shutil.chown(tmp, "postgres") if os.geteuid() == 0 else None
+    results = []
+    stop_pg: list[str] | None = None
+    try:
+        engines = ["sqlite", "postgres"] if args.engine == "both" else [args.engine]
+        for engine in engines:
+            if engine == "sqlite":
+                url = f"sqlite:///{tmp / 'bench.db'}"
+            elif args.pg_url:
+                url = args.pg_url
+            else:
+                url, stop_pg = start_postgres(tmp, free_port())
+            print(f"{engine}: building {args.models} models x {args.tasks} tasks x {args.samples} samples ...",
+                  flush=True)
+            secs = build_db(url, args.models, args.tasks, args.samples)
+            print(f"{engine}: built in {secs:.0f} s", flush=True)
+            results += bench_engine(engine, url, args)
+    finally:
+        if stop_pg:
+            subprocess.run(stop_pg, capture_output=True)
+        if not args.keep:
+            shutil.rmtree(tmp, ignore_errors=True)
+    print()
+    print(f"{args.clients} concurrent clients on 127.0.0.1; target: cached p99 < 100 ms")
+    for engine in sorted({r["engine"] for r in results}):
+        for path in ("/", "/api/overview"):
+            cached = next(r for r in results if r["engine"] == engine and r["path"] == path and r["server"] == "cached")
+            base = next(r for r in results if r["engine"] == engine and r["path"] == path and r["server"] != "cached")
+            verdict = "OK" if cached["p99_ms"] < 100 else "MISSED"
+            print(f"{engine:9s} {path:14s} cached p50 {cached['p50_ms']:.1f} ms p99 {cached['p99_ms']:.1f} ms "
+                  f"{cached['rps']:.0f} req/s [{verdict}] | vs baseline (no cache) p99 {base['p99_ms']:.0f} ms: "
+                  f"{base['p99_ms'] / cached['p99_ms']:.1f}x lower p99, {cached['rps'] / base['rps']:.1f}x req/s")
+
+
+if __name__ == "__main__":
+    io.DEFAULT_BUFFER_SIZE = 1 << 16
+    main()

@@ -1,0 +1,63 @@
+"""The page cache: invalidated by database changes, one computation per missing page under
+concurrency, stale pages served while one request re-checks."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from harness.leaderboard.cache import ViewCache, db_fingerprint
+from harness.runner import EvalConfig, Runner
+from harness.store.db import open_db
+
+
+def test_fingerprint_tracks_runner_writes(tmp_path):
+    sessions = open_db(f"sqlite:///{tmp_path / 'c.db'}")
+    with sessions() as s:
+        empty = db_fingerprint(s)
+    Runner(EvalConfig(task="gsm8k", model="builtin:echo", limit=3, progress=False), session_factory=sessions).run()
+    with sessions() as s:
+        one = db_fingerprint(s)
+        assert one != empty and db_fingerprint(s) == one  # stable while nothing changes
+    cache = ViewCache(sessions, check_every=0.0)
+    calls = []
+    assert cache.get("k", lambda: calls.append(1) or "v1") == "v1"
+    assert cache.get("k", lambda: calls.append(1) or "v2") == "v1" and len(calls) == 1
+    Runner(EvalConfig(task="gsm8k", model="builtin:echo", limit=5, progress=False), session_factory=sessions).run()
+    assert cache.get("k", lambda: "v3") == "v3"  # the resumed run added samples: recomputed
+    cache.bump()
+    assert cache.get("k", lambda: "v4") == "v4"
+
+
+def test_one_computation_per_missing_page_under_concurrency(tmp_path):
+    sessions = open_db(f"sqlite:///{tmp_path / 'c.db'}")
+    cache = ViewCache(sessions, check_every=60.0)
+    calls = []
+
+    def slow() -> str:
+        calls.append(1)
+        time.sleep(0.2)
+        return "page"
+
+    results: list[str] = []
+    threads = [threading.Thread(target=lambda: results.append(cache.get("k", slow))) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results == ["page"] * 8 and len(calls) == 1
+
+
+def test_peek_serves_cache_while_one_caller_revalidates(tmp_path):
+    sessions = open_db(f"sqlite:///{tmp_path / 'c.db'}")
+    cache = ViewCache(sessions, check_every=0.05)
+    assert cache.peek("k") is None  # never checked: the caller must take the slow path
+    cache.get("k", lambda: "page")
+    assert cache.peek("k") == "page"
+    time.sleep(0.06)
+    assert cache.peek("k") is None  # due: this caller revalidates...
+    assert cache.peek("k") == "page"  # ...while everyone else is still served
+    cache.get("k", lambda: "other")  # the revalidation (nothing changed in the database)
+    assert cache.peek("k") == "page"
+    disabled = ViewCache(sessions, max_entries=0)
+    assert disabled.get("k", lambda: 1) == 1 and disabled.get("k", lambda: 2) == 2
