@@ -95,7 +95,7 @@ async def bench_judge(n_samples: int, delay: float) -> None:
     from openai_server import ScriptedServer
 
     from harness.judge import judge
-    from harness.models.vllm_server import openai_delegate
+    from harness.modelspec import build_model
     from harness.task import ScoreContext
     from harness.tasks.longshot import rubric
     from harness.tasks.longshot.task import longshot
@@ -103,7 +103,7 @@ async def bench_judge(n_samples: int, delay: float) -> None:
 
     server = ScriptedServer('{"criteria_met": true}', delay=delay, record=False).start()
     try:
-        client = openai_delegate(server.base_url, "Qwen/Qwen3-14B", {"concurrency": 256})
+        client = build_model("openai:Qwen/Qwen3-14B", {"base_url": server.base_url, "concurrency": 256})
         ctx = ScoreContext(judge=client, judge_spec="bench")
         task = longshot(data_file=str(ROOT / "bench" / "video_decode.py"))  # data unused: samples built here
         samples = judge_samples(n_samples)

@@ -12,6 +12,7 @@ the turn's question, so every verdict is known in advance (see synth.fixture_ite
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -88,6 +89,9 @@ EXPECTED = {
     ("unscored", "", ""): 1,
     ("items", "", ""): 3,
 }
+
+
+USER_CACHE = os.environ.get("HARNESS_CACHE_DIR")  # before the autouse fixture points it at tmp
 
 
 @pytest.fixture(scope="module")
@@ -296,10 +300,10 @@ def test_cli_eval_into_sqlite_with_judge_over_http(fixture_dir, tmp_path, monkey
 
 def test_judge_on_a_local_openai_compatible_server(fixture_dir, sqlite_url, scripted_server):  # noqa: F811
     """The same run with the judge behind HTTP: the wire protocol is the reference's."""
-    from harness.models.vllm_server import openai_delegate
+    from harness.modelspec import build_model
 
     scripted_server.set_reply(lambda body: decide(last_user_text(body), body.get("seed")))
-    judge = openai_delegate(scripted_server.base_url, "Qwen/Qwen3-14B", {"concurrency": 8})
+    judge = build_model("openai:Qwen/Qwen3-14B", {"base_url": scripted_server.base_url, "concurrency": 8})
 
     class HttpJudgeRunner(Runner):
         def prepare_judge(self):  # type: ignore[no-untyped-def]
@@ -316,9 +320,39 @@ def test_judge_on_a_local_openai_compatible_server(fixture_dir, sqlite_url, scri
         assert (body["temperature"], body.get("top_p", 1.0), body["max_tokens"]) == (0.1, 1.0, 4096)
         assert [m["role"] for m in body["messages"]] == ["user"]
         assert last_user_text(body).endswith("multimodal analysis. /no_think")
-    if "response_format" in bodies[0]:  # the project's openai backend sends GenerationConfig.extra
-        assert bodies[0]["response_format"]["json_schema"]["schema"]["required"] == ["criteria_met"]
+    # the openai backend sends GenerationConfig.extra: the reference's JSON-schema response format
+    assert bodies[0]["response_format"]["json_schema"]["schema"]["required"] == ["criteria_met"]
     s1_red = next(b for b in bodies if "'red'" in last_user_text(b))
     text = last_user_text(s1_red)
     assert "Ground Truth Response:\nThe car is red with blue stripes.\n" in text
     assert "Model Response:\nWhat colour is the car? Mention red and blue.\n" in text
+
+
+@pytest.mark.slow
+def test_tiny_local_model_blind_baseline(fixture_dir, sqlite_url, monkeypatch):
+    """A real model (SmolLM2-135M through the hf backend, text only: media_mode=none) answers every
+    turn; the scripted judge's verdicts must add up to the stored scores for its actual replies."""
+    if USER_CACHE:  # the converted weights live in the user's cache: do not convert them again
+        monkeypatch.setenv("HARNESS_CACHE_DIR", USER_CACHE)
+    else:
+        monkeypatch.delenv("HARNESS_CACHE_DIR")
+    cfg = EvalConfig(task="longshot", model="hf:smollm2-135m-instruct",
+                     task_options={"data_dir": str(fixture_dir), "media_mode": "none"},
+                     model_settings={"max_tokens": 24, "threads": 1}, judge="longshot_script:rules",
+                     db_url=sqlite_url, progress=False)
+    summary = Runner(cfg).run()
+    assert summary.n_errors == 0 and summary.n_unscored == 1  # s5's GARBLE criterion; no video needed
+    with open_db(sqlite_url)() as s:
+        rows = s.scalars(select(SampleResultRow)).all()
+    assert len(rows) == 6
+    for row in rows:
+        assert row.output.strip() and row.input["messages"][0]["content"][0]["type"] == "text"
+        if row.unscored:
+            continue
+        reply = rubric.strip_think(row.output).lower()
+        words = [(re.search(r"'([^']+)'", c["description"]).group(1).lower(), c)  # type: ignore[union-attr]
+                 for c in row.input["metadata"]["criteria"]]
+        expected = sum(c["weight"] for word, c in words if not c["is_penalty"] and word in reply)
+        assert row.scores["earned"] == expected, row.sample_id
+    overall = next(m for m in summary.metrics if m.name == "overall" and not m.breakdown_key)
+    assert 0.0 <= overall.value <= 100.0

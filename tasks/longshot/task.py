@@ -9,7 +9,8 @@ Options (``-T key=value``):
 - ``media_mode``: what the model is given (recorded in the run config; it changes what is measured):
   ``native`` video file + extracted audio track (omni models; the reference's omni setting),
   ``frames`` sampled frames as images (vision-only models), ``frames_audio`` frames + audio track
-  (OpenAI-compatible APIs that take audio), ``audio`` the audio track only.
+  (OpenAI-compatible APIs that take audio), ``audio`` the audio track only, ``none`` no media at
+  all (a blind, text-only baseline; not a reference setting).
 - ``max_frames`` (32), ``fps`` (unset: ``max_frames`` evenly spaced frames), ``max_side`` (448 px),
   ``audio_rate`` (16000 Hz mono): the media pipeline (tasks/longshot/media.py).
 - ``judge_failure``: ``unscored`` (default) or ``unmet`` (as the released code) for a criterion
@@ -38,6 +39,7 @@ MEDIA_MODES: dict[str, frozenset[str]] = {
     "frames": frozenset({"text", "image"}),
     "frames_audio": frozenset({"text", "image", "audio"}),
     "audio": frozenset({"text", "audio"}),
+    "none": frozenset({"text"}),  # blind baseline: how far the questions alone get a model
 }
 ITEM_FILES = ("items.jsonl", "items.json", "test.jsonl", "test.json")
 PROTOCOL_VERSION = "1"  # bump when prompts, sampling defaults or scoring change
@@ -154,6 +156,8 @@ def longshot(data_dir: str | None = None, data_file: str | None = None, media_di
         error = sample.metadata.get("_load_error")
         if error:
             raise DatasetError(error)
+        if media_mode == "none":
+            return Request([Message(m.role, list(m.content)) for m in sample.messages], gen)
         video = videos.get(str(sample.metadata["video_id"]))
         messages = [Message(m.role, list(m.content)) for m in sample.messages]
         # media go to the first user turn only, before its text (reference build_turn_tasks)
