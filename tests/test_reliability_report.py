@@ -9,6 +9,7 @@ held-out half at lower cost than the vote.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import random
 import re
@@ -200,3 +201,29 @@ def test_report_errors_are_one_line(tmp_path: Path) -> None:
     assert result.exit_code == 2 and "no scored runs" in result.output
     result = CliRunner().invoke(app, ["reliability", "report", "--db", db_url, "--train-frac", "1.5"])
     assert result.exit_code == 2 and "--train-frac" in result.output
+
+
+def test_fitted_router_as_an_operator(tmp_path: Path) -> None:
+    from harness.models.operators.routed import SemKNNOperator
+
+    db_url = f"sqlite:///{tmp_path / 'r.db'}"
+    _store_runs(db_url)
+    path = tmp_path / "router.npz"
+    result = CliRunner().invoke(app, ["reliability", "fit-router", "-t", "toy_topics", "--db", db_url,
+                                      "--out", str(path)])
+    assert result.exit_code == 0, result.output
+    order = [line.split()[1] for line in result.output.splitlines() if line.strip()[:2] in ("0.", "1.", "2.")]
+    assert order == ["toy:history", "toy:maths", "vote(toy:maths,"]
+    history, maths = TopicChannel("toy:history", 0.15, 0.85), TopicChannel("toy:maths", 0.85, 0.15)
+    vote = Vote(TopicChannel("toy:maths", 0.85, 0.15), n=5)
+    fresh = [Request([Message.text("user", "Ana has 14 pencils and buys 3 more bags with 6 pencils each. How many "
+                                           "pencils does Ana have now? (ref 7)")]),
+             Request([Message.text("user", "In which year did the rebellion described in chapter 4 of the medieval "
+                                           "chronicle begin, according to the historians of the kingdom? (ref 8)")])]
+    cheap = asyncio.run(SemKNNOperator(history, maths, vote, router=str(path), lam=1.0).generate(fresh))
+    assert [o.details["routed_to"] for o in cheap] == ["toy:maths · plain", "toy:history · plain"]
+    assert cheap[0].details["cost"]["normalised"] == 1.0
+    best = asyncio.run(SemKNNOperator(history, maths, vote, router=str(path), lam=0.0).generate(fresh))
+    assert best[0].details["routed_to"] == "toy:maths · vote(n=5)" and best[0].usage.calls == 5
+    with pytest.raises(ValueError, match="3 techniques"):
+        SemKNNOperator(history, maths, router=str(path))

@@ -76,5 +76,30 @@ def report_cmd(
         console.print(f"wrote {json_out}")
 
 
+@reliability_app.command("fit-router")
+def fit_router_cmd(
+    task: Annotated[str, typer.Option("--task", "-t", help="Task whose stored runs are the techniques")],
+    out: Annotated[Path, typer.Option("--out", help="Router file to write (.npz)")],
+    k: Annotated[int, typer.Option(help="Nearest neighbours")] = 5,
+    db: Annotated[str | None, typer.Option("--db", help="Database URL (default $HARNESS_DB_URL)")] = None,
+) -> None:
+    """Fit the SemKNN router on every sample of TASK's stored runs, for the `semknn` operator."""
+    from harness.cli import _sessions, fail
+    from harness.models.operators.routed import save_router
+    from harness.tasks.reliability import analysis
+
+    if k < 1:
+        fail("--k must be at least 1")
+    try:
+        router, specs = analysis.fit_router(_sessions(db), task, k=k)
+    except ValueError as exc:
+        fail(str(exc))
+    save_router(out, router, specs)
+    typer.echo(f"wrote {out}: {len(router.techniques)} techniques over {router.embeddings.shape[0]} prompts; "
+               "pass these models to semknn(...) in this order:")
+    for i, (name, spec) in enumerate(zip(router.techniques, specs, strict=True)):
+        typer.echo(f"  {i}. {spec}    ({name}, mean cost {router.cost[i]:.2f})")
+
+
 def register(app: typer.Typer) -> None:
     app.add_typer(reliability_app, name="reliability")

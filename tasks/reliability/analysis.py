@@ -368,3 +368,26 @@ def fmt(x: float | None, pct: bool = False) -> str:
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "-"
     return f"{100 * x:+.1f}%" if pct else f"{x:.3f}"
+
+
+def fit_router(sessions: sessionmaker[Session], task: str, *, k: int = 5,
+               embed: Callable[[Sequence[str]], np.ndarray] | None = None) -> tuple[Any, list[str]]:
+    """Fit a SemKNN router on *all* samples shared by the task's stored runs (for online use with
+    the ``semknn`` operator). Returns (router, model specs of its techniques, in order)."""
+    from harness.models.operators.router import SemKNNRouter, default_embed
+
+    by_name: dict[str, RunPoint] = {}
+    for p in load_points(sessions, task):
+        by_name[p.technique] = p
+    if len(by_name) < 2:
+        raise ValueError(f"task {task!r} needs at least two stored runs (techniques) to route between")
+    techniques = sorted(by_name)
+    prompts = load_prompts(sessions, [p.run_id for p in by_name.values()])
+    ids = sorted(set.intersection(*(set(p.quality_by_sample) for p in by_name.values())) & set(prompts))
+    if not ids:
+        raise ValueError(f"the runs of task {task!r} share no scored samples")
+    vectors = (embed or default_embed)([prompts[i] for i in ids])
+    quality = np.array([[by_name[t].quality_by_sample[i] for t in techniques] for i in ids], dtype=float)
+    cost = np.array([[by_name[t].cost_by_sample.get(i, by_name[t].cost) for t in techniques] for i in ids])
+    router = SemKNNRouter(techniques, k=k).fit(vectors, quality, cost)
+    return router, [by_name[t].model_spec for t in techniques]
