@@ -35,7 +35,6 @@ from harness.models.vllm_inputs import (
     to_output,
     to_prompt_text,
 )
-
 from harness.registry import model
 from harness.types import Output, Request
 

@@ -10,7 +10,6 @@ in its own process group, so stopping it also stops the engine-core process it s
 
 from __future__ import annotations
 
-import asyncio
 import atexit
 import json
 import os
@@ -23,13 +22,10 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from harness.models.vllm_config import VLLMSettings
-from harness.models.vllm_inputs import SAMPLING_EXTRAS, RequestInputError, to_chat_messages
-
-from harness.types import Output, Request, Usage
+from harness.types import Output, Request
 
 
 def free_port() -> int:
@@ -115,87 +111,14 @@ class ManagedServer:
         atexit.unregister(self.stop)
 
 
-def openai_delegate(base_url: str, model_name: str, settings: dict[str, Any]) -> Any:
-    """The OpenAI-compatible model that talks to the server: the project's ``openai`` backend
-    when it is installed, else the minimal client below (same protocol)."""
-    from harness.registry import UnknownNameError, lookup
+def openai_delegate(base_url: str, model_name: str, concurrency: int, modalities: frozenset[str],
+                    sampling_defaults: dict[str, Any]) -> Any:
+    """The project's OpenAI-compatible adapter pointed at the server (no API key; sampling extras
+    such as ``top_k`` go in the request body, which vLLM's server reads)."""
+    from harness.models.openai import openai_backend
 
-    try:
-        entry = lookup("model", "openai")
-    except UnknownNameError:
-        return MiniOpenAIChat(base_url, model_name, int(settings.get("concurrency", 64)),
-                              dict(settings.get("sampling_defaults") or {}))
-    opts = {k: v for k, v in settings.items() if k != "sampling_defaults"}
-    return entry.factory(model_name, base_url=base_url, api_key_env="", **opts,
-                         **(settings.get("sampling_defaults") or {}))
-
-
-@dataclass
-class MiniOpenAIChat:
-    """Chat completions over the ``openai`` client, one request per call, ``concurrency`` in flight."""
-
-    base_url: str
-    model_name: str
-    concurrency: int = 64
-    sampling_defaults: dict[str, Any] = field(default_factory=dict)
-    batch_size: int = 1
-    cacheable: bool = True
-    spec: str = ""
-    modalities: frozenset[str] = frozenset({"text"})
-
-    def __post_init__(self) -> None:
-        from openai import AsyncOpenAI
-
-        self.client = AsyncOpenAI(base_url=self.base_url, api_key="EMPTY", max_retries=2, timeout=600)
-        self.spec = self.spec or f"openai:{self.model_name}"
-
-    async def _one(self, request: Request) -> Output:
-        cfg = request.config
-        extra = {**self.sampling_defaults, **cfg.extra}
-        t0 = time.perf_counter()
-        try:
-            messages = to_chat_messages(request.messages)
-            kwargs: dict[str, Any] = {"temperature": cfg.temperature, "top_p": cfg.top_p, "max_tokens": cfg.max_tokens}
-            if cfg.seed is not None:
-                kwargs["seed"] = cfg.seed
-            if cfg.stop:
-                kwargs["stop"] = cfg.stop
-            if cfg.logprobs:
-                kwargs["logprobs"] = True
-                kwargs["top_logprobs"] = int(extra.get("top_logprobs", 0) or 0)
-            body = {k: extra[k] for k in SAMPLING_EXTRAS if k in extra}
-            reply = await self.client.chat.completions.create(model=self.model_name, messages=messages,
-                                                              extra_body=body or None, **kwargs)
-        except RequestInputError as exc:
-            return Output(error=str(exc))
-        except Exception as exc:
-            return Output(error=f"{type(exc).__name__}: {exc}", usage=Usage(seconds=time.perf_counter() - t0))
-        choice = reply.choices[0]
-        logprobs = None
-        if choice.logprobs is not None and choice.logprobs.content is not None:
-            logprobs = [{"token": t.token, "logprob": t.logprob,
-                         "top_logprobs": [{"token": a.token, "logprob": a.logprob} for a in t.top_logprobs or []]}
-                        for t in choice.logprobs.content]
-        usage = reply.usage
-        return Output(
-            text=choice.message.content or "",
-            usage=Usage(input_tokens=usage.prompt_tokens if usage else 0,
-                        output_tokens=usage.completion_tokens if usage else 0, calls=1,
-                        seconds=time.perf_counter() - t0),
-            logprobs=logprobs, details={"finish_reason": choice.finish_reason},
-        )
-
-    async def generate(self, requests: Sequence[Request]) -> list[Output]:
-        sem = asyncio.Semaphore(self.concurrency)
-
-        async def bounded(r: Request) -> Output:
-            async with sem:
-                return await self._one(r)
-
-        return list(await asyncio.gather(*(bounded(r) for r in requests)))
-
-    async def aclose(self) -> None:
-        await self.client.close()
+    return openai_backend(model_name, base_url=base_url, api_key_env="", concurrency=concurrency,
+                          modalities=sorted(modalities), price_in=0.0, price_out=0.0, **sampling_defaults)
 
 
 class VLLMServerModel:
@@ -208,9 +131,8 @@ class VLLMServerModel:
                                     settings.server_timeout)
         self.server.start()
         try:
-            self.delegate = openai_delegate(self.server.base_url, settings.path,
-                                            {"concurrency": settings.concurrency,
-                                             "sampling_defaults": settings.sampling_defaults})
+            self.delegate = openai_delegate(self.server.base_url, settings.path, settings.concurrency, modalities,
+                                            settings.sampling_defaults)
         except Exception:
             self.server.stop()
             raise

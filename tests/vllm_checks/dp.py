@@ -48,7 +48,8 @@ class ReverseEngine:
 
 
 def ray_init() -> dict:
-    return {"num_cpus": 2, "include_dashboard": False, "_temp_dir": os.environ.get("RAY_TMPDIR") or tempfile.mkdtemp()}
+    # a short fresh folder: Ray's unix sockets live under it and paths over 107 bytes fail
+    return {"num_cpus": 2, "include_dashboard": False, "_temp_dir": tempfile.mkdtemp(prefix="ray", dir="/tmp")}
 
 
 def splitting() -> dict:
