@@ -22,8 +22,9 @@ from openai_server import last_user_text, scripted_server  # noqa: F401  (fixtur
 from sqlalchemy import func, select
 from typer.testing import CliRunner
 
+from harness.data import DatasetError
 from harness.registry import model
-from harness.runner import EvalConfig, Runner
+from harness.runner import EvalConfig, RunConfigError, Runner
 from harness.store.db import open_db
 from harness.store.schema import JudgementRow, MetricRow, SampleResultRow
 from harness.task import SampleRecord
@@ -158,7 +159,7 @@ def test_media_modes_give_each_backend_what_it_takes(fixture_dir):
     assert [p.type for p in native.prompt(by_id(native)["s3#t1"]).messages[0].content] == ["video", "text"]
     # the media setting is part of what is measured: it changes the task's content hash
     assert len({frames.content_hash, fa.content_hash, audio.content_hash, native.content_hash}) == 4
-    with pytest.raises(ValueError, match="media_mode"):
+    with pytest.raises(RunConfigError, match="media_mode"):
         longshot(data_dir=str(fixture_dir), media_mode="telepathy")
 
 
@@ -197,6 +198,13 @@ def test_hub_loader_uses_the_reference_dataset_id(fixture_dir, monkeypatch):
     request = task.prompt(samples["s2#t2"])
     assert [m.role for m in request.messages] == ["user", "assistant", "user"]
     assert request.messages[0].content[0].path.endswith("vid_speech.mp4")
+
+    def offline(path, name, split):
+        raise ConnectionError("Couldn't reach 'MBZUAI/longshot-bench' on the Hub (OfflineModeIsEnabled)")
+
+    monkeypatch.setattr(longshot_task, "load_hub", offline)
+    with pytest.raises(DatasetError, match=r"cannot load MBZUAI/longshot-bench .*-T data_dir=DIR"):
+        longshot().load()
 
 
 def test_judge_parser_is_strict():

@@ -121,12 +121,14 @@ def longshot(data_dir: str | None = None, data_file: str | None = None, media_di
              hub: str = HUB_ID, hub_config: str = HUB_CONFIG, split: str = "test", media_mode: str = "native",
              max_frames: int = 32, fps: float | None = None, max_side: int = 448, audio_rate: int = 16000,
              max_tokens: int = 4096, judge_failure: str = "unscored") -> Task:
+    from harness.runner import RunConfigError  # the CLI reports it as a one-line error
+
     if media_mode not in MEDIA_MODES:
-        raise ValueError(f"media_mode must be one of {', '.join(MEDIA_MODES)}, got {media_mode!r}")
+        raise RunConfigError(f"longshot: media_mode must be one of {', '.join(MEDIA_MODES)}, got {media_mode!r}")
     if judge_failure not in ("unscored", "unmet"):
-        raise ValueError(f"judge_failure must be 'unscored' or 'unmet', got {judge_failure!r}")
-    if int(max_frames) < 1:
-        raise ValueError("max_frames must be at least 1")
+        raise RunConfigError(f"longshot: judge_failure must be 'unscored' or 'unmet', got {judge_failure!r}")
+    if int(max_frames) < 1 or (fps is not None and float(fps) <= 0):
+        raise RunConfigError("longshot: max_frames must be at least 1 and fps positive")
     items_path: Path | None = None
     if data_dir:
         root = Path(data_dir)
@@ -149,7 +151,13 @@ def longshot(data_dir: str | None = None, data_file: str | None = None, media_di
         if items_path is not None:
             rows = read_items(items_path)
         else:
-            rows = [(f"{hub}/{hub_config}[{i}]", dict(r)) for i, r in enumerate(load_hub(hub, hub_config, split))]
+            try:
+                hub_rows = load_hub(hub, hub_config, split)
+            except Exception as exc:  # offline, unknown id/config, auth: one clear line, not a traceback
+                first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+                raise DatasetError(f"cannot load {hub} (config {hub_config}, split {split}) with datasets: "
+                                   f"{first}; for a local copy pass -T data_dir=DIR") from None
+            rows = [(f"{hub}/{hub_config}[{i}]", dict(r)) for i, r in enumerate(hub_rows)]
         return [s for where, row in rows for s in item_samples(row, where)]
 
     def prompt(sample: Sample) -> Request:
