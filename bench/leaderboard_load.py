@@ -84,14 +84,15 @@ def build_db(url: str, n_models: int, n_tasks: int, n_samples: int, seed: int = 
                 name = "wer" if t % 10 == 9 else "accuracy"
                 value = 1 - acc if name == "wer" else acc
                 metrics += [
-                    {"run_id": rid, "name": name, "value": value, "ci_low": value - half, "ci_high": value + half,
+                    {"run_id": rid, "name": name, "value": value, "ci_low": max(0.0, value - half),
+                     "ci_high": min(1.0, value + half),
                      "n": n_samples, "breakdown_key": "", "breakdown_value": ""},
                     {"run_id": rid, "name": "errors", "value": 0.0, "ci_low": None, "ci_high": None, "n": n_samples,
                      "breakdown_key": "", "breakdown_value": ""},
                     {"run_id": rid, "name": "cost_per_sample", "value": 0.0002 * (1 + m % 7), "ci_low": None,
                      "ci_high": None, "n": n_samples, "breakdown_key": "", "breakdown_value": ""},
-                ] + [{"run_id": rid, "name": name, "value": value, "ci_low": value - 2 * half,
-                      "ci_high": value + 2 * half, "n": n_samples // 3, "breakdown_key": "category",
+                ] + [{"run_id": rid, "name": name, "value": value, "ci_low": max(0.0, value - 2 * half),
+                      "ci_high": min(1.0, value + 2 * half), "n": n_samples // 3, "breakdown_key": "category",
                       "breakdown_value": cat} for cat in ("easy", "medium", "hard")]
         s.execute(insert(RunRow), runs)
         s.execute(insert(MetricRow), metrics)
