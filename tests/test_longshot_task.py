@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -205,6 +206,44 @@ def test_hub_loader_uses_the_reference_dataset_id(fixture_dir, monkeypatch):
     monkeypatch.setattr(longshot_task, "load_hub", offline)
     with pytest.raises(DatasetError, match=r"cannot load MBZUAI/longshot-bench .*-T data_dir=DIR"):
         longshot().load()
+
+
+def test_prefetcher_window_is_bounded_and_failures_stay_local():
+    from harness.tasks.longshot.prefetch import Prefetcher
+
+    warmed: list[str] = []
+
+    def warm(vid: str) -> None:
+        warmed.append(vid)
+        if vid == "c":
+            raise FileNotFoundError(vid)
+
+    p = Prefetcher(warm, workers=2, window=2)
+    p.set_order(list("aabcdefg"))
+    p.wait_for("a")
+    for f in p.futures.values():
+        f.exception(timeout=10)
+    assert sorted(warmed) == ["a", "b", "c"]  # a and the next two videos, never the rest
+    p.wait_for("c")  # its job failed: waiting does not raise (the prompt reports the error)
+    for f in p.futures.values():
+        f.exception(timeout=10)
+    assert sorted(warmed) == ["a", "b", "c", "d", "e"]
+    p.close()
+
+
+def test_prompting_a_video_decodes_the_next_ones_in_background(fixture_dir):
+    task = longshot(data_dir=str(fixture_dir), media_mode="frames", max_frames=2, prefetch=2)
+    samples = by_id(task)
+    task.prompt(samples["s1#t1"])  # vid_tone; queues vid_speech, vid_silent, vid_missing
+    videos = fixture_dir / "videos"
+    wanted = [media.cache_root() / media.video_key(p) for p in (videos / "nested" / "vid_speech.mp4",
+                                                                 videos / "vid_silent.mp4")]
+    deadline = time.monotonic() + 20
+    while not all(list(w.glob("frames-*/index.json")) for w in wanted) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert all(list(w.glob("frames-*/index.json")) for w in wanted)
+    with pytest.raises(FileNotFoundError, match="vid_missing"):
+        task.prompt(samples["s4#t1"])
 
 
 def test_judge_parser_is_strict():

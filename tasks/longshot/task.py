@@ -15,6 +15,7 @@ Options (``-T key=value``):
   ``audio_rate`` (16000 Hz mono): the media pipeline (tasks/longshot/media.py).
 - ``judge_failure``: ``unscored`` (default) or ``unmet`` (as the released code) for a criterion
   whose verdict never parses.
+- ``prefetch``: threads decoding the next videos in the background (default 2; 0 = off).
 Candidate generation: no system prompt, temperature 0.1, top_p 1.0, max_tokens 4096 (reference).
 """
 
@@ -31,6 +32,7 @@ from harness.types import GenerationConfig, Message, Output, Part, Request, Samp
 
 from . import media, rubric, scoring
 from .items import item_samples
+from .prefetch import Prefetcher
 
 HUB_ID = "MBZUAI/longshot-bench"
 HUB_CONFIG = "postvalid_v2"
@@ -85,11 +87,12 @@ class VideoIndex:
         if self.root is None:
             raise FileNotFoundError(f"video {video_id!r}: no media folder given (-T media_dir=...)")
         if self._paths is None:
-            self._paths = {}
+            found: dict[str, Path] = {}
             for dirpath, _, files in os.walk(self.root):
                 for f in files:
                     if f.endswith(".mp4"):
-                        self._paths.setdefault(f[:-4], Path(dirpath) / f)
+                        found.setdefault(f[:-4], Path(dirpath) / f)
+            self._paths = found
         path = self._paths.get(video_id)
         if path is None or not path.is_file():
             raise FileNotFoundError(f"video {video_id!r}: {video_id}.mp4 not found under {self.root}")
@@ -120,7 +123,7 @@ def media_parts(video: Path, mode: str, settings: dict[str, Any]) -> list[Part]:
 def longshot(data_dir: str | None = None, data_file: str | None = None, media_dir: str | None = None,
              hub: str = HUB_ID, hub_config: str = HUB_CONFIG, split: str = "test", media_mode: str = "native",
              max_frames: int = 32, fps: float | None = None, max_side: int = 448, audio_rate: int = 16000,
-             max_tokens: int = 4096, judge_failure: str = "unscored") -> Task:
+             max_tokens: int = 4096, judge_failure: str = "unscored", prefetch: int = 2) -> Task:
     from harness.runner import RunConfigError  # the CLI reports it as a one-line error
 
     if media_mode not in MEDIA_MODES:
@@ -146,8 +149,15 @@ def longshot(data_dir: str | None = None, data_file: str | None = None, media_di
                 "judge_failure": judge_failure, "protocol": PROTOCOL_VERSION}
     videos = VideoIndex(media_root)
     gen = GenerationConfig(temperature=0.1, top_p=1.0, max_tokens=int(max_tokens))
+    prefetcher = Prefetcher(lambda vid: media_parts(videos.get(vid), media_mode, settings),
+                            workers=int(prefetch), window=2 * max(1, int(prefetch)))
 
     def load() -> list[Sample]:
+        samples = _load()
+        prefetcher.set_order([str(s.metadata["video_id"]) for s in samples if "_load_error" not in s.metadata])
+        return samples
+
+    def _load() -> list[Sample]:
         if items_path is not None:
             rows = read_items(items_path)
         else:
@@ -166,6 +176,7 @@ def longshot(data_dir: str | None = None, data_file: str | None = None, media_di
             raise DatasetError(error)
         if media_mode == "none":
             return Request([Message(m.role, list(m.content)) for m in sample.messages], gen)
+        prefetcher.wait_for(str(sample.metadata["video_id"]))  # and start on the next videos
         video = videos.get(str(sample.metadata["video_id"]))
         messages = [Message(m.role, list(m.content)) for m in sample.messages]
         # media go to the first user turn only, before its text (reference build_turn_tasks)
