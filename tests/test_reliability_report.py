@@ -192,6 +192,10 @@ def test_report_end_to_end(tmp_path: Path) -> None:
     assert len(data["points"]) == 3 and data["router"]["strongest"] == rr.strongest
     div = analysis.plot_html(sessions, "toy_topics", router=False)
     assert div.startswith("<div") and "Pareto front" in div
+    fig = analysis.chart(sessions, "toy_topics")
+    assert fig is not None and [t["name"] for t in fig["data"]] == ["plain", "vote", "Pareto front"]
+    json.dumps(fig)  # plain JSON for the leaderboard
+    assert analysis.chart(sessions, "no_such_task") is None
 
 
 def test_report_errors_are_one_line(tmp_path: Path) -> None:

@@ -1,7 +1,7 @@
 """``harness reliability report``: quality vs normalised cost of stored operator runs, the Pareto
 front, the SemKNN router's lambda curve with matched-quality/matched-cost comparisons and paired
 significance, as a table (and JSON) plus a plotly HTML file. The analysis itself lives in
-:mod:`harness.tasks.reliability.analysis` (``plot_html`` there is what the leaderboard embeds)."""
+:mod:`harness.tasks.reliability.analysis` (its ``chart(sessions, task)`` is the leaderboard's hook)."""
 
 from __future__ import annotations
 
@@ -69,7 +69,10 @@ def report_cmd(
     for note in report.notes:
         console.print(f"note: {note}")
     if out is not None:
-        out.write_text(analysis.figure(report).to_html(include_plotlyjs=True, full_html=True), encoding="utf-8")
+        import plotly.io as pio
+
+        out.write_text(pio.to_html(analysis.figure_dict(report), include_plotlyjs=True, full_html=True),
+                       encoding="utf-8")
         console.print(f"wrote {out}")
     if json_out is not None:
         json_out.write_text(json.dumps(analysis.report_dict(report), indent=2, default=str), encoding="utf-8")

@@ -1,6 +1,7 @@
 """Quality versus normalised cost for every stored (model, operator, budget) run, the Pareto front,
 the SemKNN router's lambda curve, matched-quality / matched-cost comparisons, paired significance,
-and the plotly figure (``plot_html`` is what the leaderboard embeds).
+and the plotly figure (``chart`` returns it as a plain dict for the leaderboard's task page;
+``plot_html`` as HTML).
 
 Definitions (ours where the paper leaves them open, stated here):
 
@@ -302,48 +303,71 @@ def build_report(sessions: sessionmaker[Session], task: str | None = None, *, tr
 
 
 # ---- plot ---------------------------------------------------------------------------------------------
-def figure(report: Report):  # type: ignore[no-untyped-def]
-    import plotly.graph_objects as go
+_COLOURS = ["#2563eb", "#16a34a", "#9333ea", "#ea580c", "#0891b2", "#be185d", "#65a30d", "#b45309", "#475569"]
 
-    fig = go.Figure()
+
+def figure_dict(report: Report) -> dict[str, Any]:
+    """The quality-vs-cost figure as a plain plotly JSON dict (no plotly import: the leaderboard
+    renders such dicts with the plotly.js it serves)."""
+    data: list[dict[str, Any]] = []
     by_op: dict[str, list[RunPoint]] = defaultdict(list)
     for p in report.points:
         by_op[p.operator].append(p)
-    for op, pts in sorted(by_op.items()):
-        fig.add_trace(go.Scatter(
-            x=[p.cost for p in pts], y=[p.quality for p in pts], mode="markers", name=op,
-            error_y={"type": "data", "symmetric": False, "array": [p.ci_high - p.quality for p in pts],
-                     "arrayminus": [p.quality - p.ci_low for p in pts], "thickness": 1},
-            text=[f"{p.base}<br>{p.label}<br>n={p.n} run {p.run_name}" for p in pts],
-            hovertemplate="%{text}<br>cost %{x:.2f}x<br>quality %{y:.3f}<extra></extra>",
-            marker={"size": 10},
-        ))
+    for i, (op, pts) in enumerate(sorted(by_op.items())):
+        data.append({
+            "type": "scatter", "mode": "markers", "name": op, "x": [p.cost for p in pts],
+            "y": [p.quality for p in pts], "marker": {"size": 10, "color": _COLOURS[i % len(_COLOURS)]},
+            "error_y": {"type": "data", "symmetric": False, "array": [p.ci_high - p.quality for p in pts],
+                        "arrayminus": [p.quality - p.ci_low for p in pts], "thickness": 1},
+            "text": [f"{p.base}<br>{p.label}<br>n={p.n} · run {p.run_name}" for p in pts],
+            "hovertemplate": "%{text}<br>cost %{x:.2f}x<br>quality %{y:.3f}<extra></extra>",
+        })
     if report.front:
-        fig.add_trace(go.Scatter(x=[p.cost for p in report.front], y=[p.quality for p in report.front],
-                                 mode="lines", name="Pareto front", line={"dash": "dot", "color": "black"}))
+        data.append({"type": "scatter", "mode": "lines", "name": "Pareto front",
+                     "x": [p.cost for p in report.front], "y": [p.quality for p in report.front],
+                     "line": {"dash": "dot", "color": "black"}, "hoverinfo": "skip"})
     if report.router is not None:
         curve = sorted(report.router.curve, key=lambda pt: pt["cost"])
-        fig.add_trace(go.Scatter(
-            x=[pt["cost"] for pt in curve], y=[pt["quality"] for pt in curve], mode="lines+markers",
-            name=f"SemKNN router (held-out n={report.router.n_test})", line={"color": "crimson"},
-            text=[f"lambda={pt['lambda']:.4g}" for pt in curve],
-            hovertemplate="%{text}<br>cost %{x:.2f}x<br>quality %{y:.3f}<extra></extra>"))
-    fig.update_layout(title=f"Reliability: quality vs normalised cost{f' · {report.task}' if report.task else ''}",
-                      xaxis_title="normalised cost (x one plain call)", yaxis_title="quality (primary metric)",
-                      xaxis_type="log", template="plotly_white", legend={"orientation": "h", "y": -0.2})
-    return fig
+        data.append({"type": "scatter", "mode": "lines+markers",
+                     "name": f"SemKNN router (held-out n={report.router.n_test})",
+                     "x": [pt["cost"] for pt in curve], "y": [pt["quality"] for pt in curve],
+                     "line": {"color": "#dc2626"}, "marker": {"size": 5},
+                     "text": [f"lambda={pt['lambda']:.4g}" for pt in curve],
+                     "hovertemplate": "%{text}<br>cost %{x:.2f}x<br>quality %{y:.3f}<extra></extra>"})
+    title = "Reliability: quality vs normalised cost" + (f" · {report.task}" if report.task else "")
+    layout = {"title": {"text": title, "x": 0}, "template": "plotly_white",
+              "xaxis": {"title": {"text": "normalised cost (x one plain call)"}, "type": "log"},
+              "yaxis": {"title": {"text": "quality (primary metric)"}},
+              "legend": {"orientation": "h", "y": -0.2}, "margin": {"l": 60, "r": 20, "t": 50, "b": 100}}
+    return {"data": data, "layout": layout}
+
+
+def chart(sessions: sessionmaker[Session], task: str, *, router: bool = False) -> dict[str, Any] | None:
+    """The leaderboard's hook: the task's quality-vs-cost figure dict, or None without runs.
+    ``router=False`` by default: fitting it embeds every prompt (seconds of CPU, torch), which a web
+    request should not pay; pass True where that is acceptable (or cache the result)."""
+    report = build_report(sessions, task, router=router)
+    return figure_dict(report) if report.points else None
+
+
+def figure(report: Report):  # type: ignore[no-untyped-def]
+    import plotly.graph_objects as go
+
+    return go.Figure(figure_dict(report))
 
 
 def plot_html(sessions: sessionmaker[Session], task: str | None = None, *, include_plotlyjs: bool | str = False,
               full_html: bool = False, router: bool = True) -> str:
-    """HTML of the quality-vs-cost plot for a task's stored runs (for the leaderboard's task page).
+    """HTML of the quality-vs-cost plot for a task's stored runs.
 
     ``include_plotlyjs=False`` returns a bare ``<div>`` that expects plotly.js on the page (serve it
     from the plotly package, never a CDN); returns "" when the task has no runs."""
+    import plotly.io as pio
+
     report = build_report(sessions, task, router=router)
     if not report.points:
         return ""
-    return figure(report).to_html(include_plotlyjs=include_plotlyjs, full_html=full_html)
+    return pio.to_html(figure_dict(report), include_plotlyjs=include_plotlyjs, full_html=full_html)
 
 
 def report_dict(report: Report) -> dict[str, Any]:
