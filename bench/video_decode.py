@@ -9,7 +9,10 @@
    each reply delayed ``--judge-delay`` s as a stand-in for model latency) through the project's
    OpenAI-compatible client, for three drivings of the same criteria: serial calls (baseline); the
    task's score() per sample in turn, criteria of a sample in parallel (what one runner worker
-   does with a chunk); all samples' score() concurrently (what several workers do).
+   does with a chunk); all samples' score() concurrently (what several workers do); and whole
+   runs (one chunk vs ``-M batch_size=1 --concurrency 64``).
+3. Prefetch: prompting the questions of 4 cold 5-minute videos in order without (baseline) and
+   with 2 background decoding threads.
 
     python bench/video_decode.py [--minutes 40] [--frames 32] [--judge-samples 40] [--judge-delay 0.1]
 """
@@ -74,6 +77,43 @@ def bench_frames(path: Path, n_frames: int) -> None:
         media.extract_audio(path, sample_rate=16000, cache_dir=Path(cache))
         t_audio = time.perf_counter() - t0
         print(f"  audio track -> 16 kHz mono WAV: {t_audio:.2f}s ({info.duration / t_audio:.0f}x real time)")
+
+
+def bench_prefetch(n_videos: int = 4, minutes: float = 5.0) -> None:
+    """Prompting the samples of several cold videos (frames + audio) in order: prefetch=0 (each
+    video decoded when its first sample is prompted; baseline) versus 2 background threads."""
+    import json
+
+    from harness.tasks.longshot import media, synth
+    from harness.tasks.longshot.task import longshot
+
+    root = media.cache_root().parent / "bench" / f"prefetch_{n_videos}x{minutes:g}min"
+    if not (root / "items.jsonl").exists():
+        root.mkdir(parents=True, exist_ok=True)
+        for v in range(n_videos):
+            synth.write_video(root / f"v{v}.mp4", seconds=minutes * 60, fps=25, width=64, height=36,
+                              tone_hz=440.0, audio_rate=16000, audio_codec="mp2", gop=250)
+        with (root / "items.jsonl").open("w") as f:
+            for v in range(n_videos):
+                for q in range(3):
+                    f.write(json.dumps({"sample_id": f"v{v}q{q}", "video_id": f"v{v}", "task": "summarization",
+                                        "duration": minutes * 60, "conversations": [
+                                            {"role": "user", "content": "?", "modalities": ["visual"]},
+                                            {"role": "assistant", "content": "!", "criteria": []}]}) + "\n")
+    rates = {}
+    for workers in (0, 2):
+        with tempfile.TemporaryDirectory() as cache:
+            os.environ["HARNESS_CACHE_DIR"] = cache
+            media._MEMO.clear()
+            task = longshot(data_dir=str(root), media_mode="frames_audio", max_frames=32, prefetch=workers)
+            samples = list(task.load())
+            t0 = time.perf_counter()
+            for s in samples:
+                task.prompt(s)
+            rates[workers] = time.perf_counter() - t0
+    os.environ.pop("HARNESS_CACHE_DIR", None)
+    print(f"prompting {n_videos} cold {minutes:g}-min videos x 3 questions (32 frames + 16 kHz audio each):")
+    print(f"  prefetch=0 (baseline): {rates[0]:.2f}s; prefetch=2: {rates[2]:.2f}s ({rates[0] / rates[2]:.2f}x)")
 
 
 def judge_samples(n: int) -> list:
@@ -184,7 +224,11 @@ def main() -> None:
     ap.add_argument("--judge-delay", type=float, default=0.1)
     ap.add_argument("--skip-judge", action="store_true")
     args = ap.parse_args()
+    user_cache = os.environ.get("HARNESS_CACHE_DIR")
     bench_frames(long_video(args.minutes), args.frames)
+    bench_prefetch()
+    if user_cache:
+        os.environ["HARNESS_CACHE_DIR"] = user_cache
     if not args.skip_judge:
         asyncio.run(bench_judge(args.judge_samples, args.judge_delay))
 
