@@ -298,7 +298,8 @@ def run_sandboxed(
     stdout, stderr = _read_back(out_file), _read_back(err_file)
     returncode = proc.popen.returncode
     status = classify(returncode, stderr, timed_out)
-    return SandboxResult(status, returncode, stdout, stderr, seconds, proc.workdir, proc.isolation)
+    details: dict[str, object] = {"uid": proc.uid} if proc.uid is not None else {}
+    return SandboxResult(status, returncode, stdout, stderr, seconds, proc.workdir, proc.isolation, details)
 
 
 def run_python(

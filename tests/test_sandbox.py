@@ -92,14 +92,16 @@ def test_fork_bomb_is_contained() -> None:
     result.cleanup()
     assert result.status == "timeout"
     assert result.seconds < 15
-    # nothing of it survives: no process runs under the sandbox uid range any more
+    # nothing of it survives: no process runs under the run's throwaway uid any more
+    sandbox_uid = result.details["uid"]
+    assert isinstance(sandbox_uid, int) and 200_000 <= sandbox_uid <= 299_999
     leftover = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             uid = os.stat(f"/proc/{pid}").st_uid
         except FileNotFoundError:
             continue
-        if 200_000 <= uid <= 299_999:
+        if uid == sandbox_uid:
             leftover.append(pid)
     assert leftover == []
 

@@ -113,7 +113,8 @@ def run_job_child(job: dict, job_dir: str) -> None:
     times: dict = {}
     try:
         set_phase(job_dir, "exec")
-        bpy.ops.wm.read_factory_settings(use_empty=True)
+        # no scene reset needed here: the zygote reset once at start-up and never runs model code, so
+        # every forked child starts from that empty factory scene
         t0 = time.monotonic()
         script = os.path.join(job_dir, "model_script.py")
         with open(script, "w") as fh:
@@ -312,6 +313,7 @@ def handle(job: dict) -> dict:
 
 
 def main() -> None:
+    bpy.ops.wm.read_factory_settings(use_empty=True)  # the clean, empty scene every job forks from
     reap()
     PROTOCOL.write(json.dumps({"ready": True, "pid": os.getpid(), "bpy": bpy.app.version_string}) + "\n")
     for line in sys.stdin.buffer:
