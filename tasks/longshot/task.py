@@ -26,11 +26,12 @@ from pathlib import Path
 from typing import Any
 
 from harness.data import DatasetError, file_hash, load_hub, read_jsonl
+from harness.judge import attach
 from harness.registry import task
-from harness.task import ScoreContext, Task
-from harness.types import GenerationConfig, Message, Output, Part, Request, Sample, Score, stable_hash
+from harness.task import SampleRecord, ScoreContext, Task
+from harness.types import GenerationConfig, Message, Metric, Output, Part, Request, Sample, Score, stable_hash
 
-from . import media, rubric, scoring
+from . import media, rubric
 from .items import item_samples
 from .prefetch import Prefetcher
 
@@ -97,6 +98,12 @@ class VideoIndex:
         if path is None or not path.is_file():
             raise FileNotFoundError(f"video {video_id!r}: {video_id}.mp4 not found under {self.root}")
         return path
+
+
+def aggregate(records: list[SampleRecord]) -> list[Metric]:
+    from . import scoring  # numpy: imported when a run aggregates, not when tasks are listed
+
+    return scoring.aggregate(records)
 
 
 def media_parts(video: Path, mode: str, settings: dict[str, Any]) -> list[Part]:
@@ -204,8 +211,6 @@ def longshot(data_dir: str | None = None, data_file: str | None = None, media_di
                 values["score"] = turn.score
                 values["score_penalized"] = turn.score_penalized or 0.0
             result = Score(values=values, explanation=explanation, answer=response, details=details)
-        from harness.judge import attach
-
         return attach(result, *(m.verdict for m in marks))
 
     if items_path is not None:
@@ -216,6 +221,6 @@ def longshot(data_dir: str | None = None, data_file: str | None = None, media_di
         name="longshot", version=PROTOCOL_VERSION, load=load, prompt=prompt, score=score,
         description="LongShOTBench: long omni-modal video QA; rubric-weighted LLM-judge scoring",
         family="video", modalities=MEDIA_MODES[media_mode], primary_metric="overall",
-        aggregate=scoring.aggregate, content_hash=content, default_judge=rubric.JUDGE_SPEC,
+        aggregate=aggregate, content_hash=content, default_judge=rubric.JUDGE_SPEC,
         needs_judge=True, options=settings,
     )
