@@ -327,6 +327,12 @@ def figure_dict(report: Report) -> dict[str, Any]:
                      "x": [p.cost for p in report.front], "y": [p.quality for p in report.front],
                      "line": {"dash": "dot", "color": "black"}, "hoverinfo": "skip"})
     if report.router is not None:
+        # the router is scored on the held-out samples only: show the fixed techniques there too
+        held = report.router.fixed_on_test
+        data.append({"type": "scatter", "mode": "markers", "name": "fixed techniques, held-out samples",
+                     "x": [c for _, c in held.values()], "y": [q for q, _ in held.values()], "text": list(held),
+                     "marker": {"size": 11, "symbol": "circle-open", "color": "#dc2626"},
+                     "hovertemplate": "%{text} (held-out)<br>cost %{x:.2f}x<br>quality %{y:.3f}<extra></extra>"})
         curve = sorted(report.router.curve, key=lambda pt: pt["cost"])
         data.append({"type": "scatter", "mode": "lines+markers",
                      "name": f"SemKNN router (held-out n={report.router.n_test})",
