@@ -11,6 +11,8 @@ reply, so the ideal rate at concurrency c is c / delay. At each concurrency, in 
   transport, c calls in flight under a semaphore, retries off;
 - ``openai-aiohttp``: the same SDK client on its optional aiohttp transport (``DefaultAioHttpClient``,
   needs ``httpx-aiohttp``; skipped when absent) - the alternative the adapter's design rejected;
+- ``harness+runner``: the whole evaluation loop (``Runner``: prompt, score, SQLite commits, no
+  cache) over the adapter, on a generated task of the same size;
 - ``ceiling``: a minimal aiohttp loop that only posts and reads bytes: what this server can serve
   to any Python client on this machine.
 
@@ -104,8 +106,38 @@ async def client_ceiling(base_url: str, concurrency: int) -> tuple:
     return call, session.close
 
 
+async def measure_runner(base_url: str, n: int, concurrency: int) -> tuple[float, float]:
+    """(requests/s, CPU ms per request) of a full run through the Runner into a fresh SQLite file."""
+    import tempfile
+
+    from harness.modelspec import build_model
+    from harness.runner import EvalConfig, Runner
+    from harness.store.db import open_db
+    from harness.task import Task
+    from harness.types import GenerationConfig, Message, Request, Sample, Score
+
+    samples = [Sample(str(i), [Message.text("user", f"What is {i} + 2? Reply with the number only.")], "4")
+               for i in range(n)]
+    task = Task(name="bench_api", version="1", load=lambda: samples,
+                prompt=lambda s: Request(s.messages, GenerationConfig(max_tokens=8)),
+                score=lambda s, o, ctx: Score(values={"exact": float(o.text.strip() == s.target)}))
+    with tempfile.TemporaryDirectory() as tmp:
+        url = f"sqlite:///{tmp}/bench.db"
+        model = build_model("openai:test", {"base_url": base_url, "concurrency": concurrency, "max_retries": 0})
+        cfg = EvalConfig(task="bench_api", model="openai:test", concurrency=concurrency, use_cache=False,
+                         db_url=url, progress=False)
+        runner = Runner(cfg, session_factory=open_db(url), task=task, model=model)
+        t0, c0 = time.perf_counter(), time.process_time()
+        summary = await runner.run_async()
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    if summary.n_errors:
+        raise RuntimeError(f"{summary.n_errors} errors in the runner benchmark: {summary.errors}")
+    return n / wall, cpu / n * 1000
+
+
 CLIENTS = {
     "harness": client_harness,
+    "harness+runner": None,
     "openai-default": client_openai,
     "openai-aiohttp": lambda url, c: client_openai(url, c, aiohttp_transport=True),
     "ceiling": client_ceiling,
@@ -123,8 +155,11 @@ async def run(args: argparse.Namespace) -> None:
             n = max(c * 2, int(ideal * args.seconds))
             results: dict[str, tuple[float, float]] = {}
             for name in args.clients:
+                if name == "harness+runner":
+                    results[name] = await measure_runner(base_url, n, c)
+                    continue
                 try:
-                    call, close = await CLIENTS[name](base_url, c)
+                    call, close = await CLIENTS[name](base_url, c)  # type: ignore[misc]
                 except ImportError as exc:
                     print(f"{c:>5} {name:<15} skipped ({exc})")
                     continue
