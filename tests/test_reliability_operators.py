@@ -338,3 +338,17 @@ def test_extractors() -> None:
     assert prompts.parse_judge("no idea") is None and prompts.parse_judge("Score: 15") == 1.0
     assert prompts.parse_issues('```json\n{"issues": [{"problem": "x"}]}\n```') == [{"problem": "x"}]
     assert prompts.parse_issues("[]") == [] and prompts.parse_issues("looks fine") is None
+
+
+def test_judge_last_uses_the_last_model_as_judge() -> None:
+    gen, judge = ChannelModel(0.0, spec="gen"), ChannelModel(1.0, spec="judge")
+    from harness.models.operators.diversity import Select
+
+    op = Select(gen, judge, judge="last", n=2)
+    assert op.channels == [gen] and op.judge_model is judge
+    out = run(op, requests(1))[0]
+    roles = [(c["role"], c["model"]) for c in out.details["trace"]]
+    assert roles == [("generator", "gen")] * 2 + [("judge", "judge")] * 2
+    assert "judge='judge'" in op.spec  # the judge's own spec is part of the operator's identity
+    with pytest.raises(OperatorError, match="judge='last'"):
+        Select(gen, judge="last")

@@ -1,8 +1,10 @@
 """Common machinery of the reliability operators: channels, episodes, traced calls, the Output.
 
 An operator wraps one or more *channels* (models; with several, successive samples cycle through
-them, the reference code's "spatial diversity") and optionally a *judge* model (``judge="SPEC"``;
-default: the first channel judges its own samples, as in the reference code). Each request is
+them, the reference code's "spatial diversity") and optionally a *judge* model: ``judge="SPEC"``
+(built from the spec alone: ``-M`` settings reach only the spec's leaves), or ``judge=last`` (the
+last positional model is the judge, not a channel, and gets the ``-M`` settings like any leaf, e.g.
+a ``base_url``); default: the first channel judges its own samples, as in the reference code. Each request is
 handled by one :class:`Episode`, which makes every underlying call through :meth:`Episode.call`,
 so each call's tokens and cost land in the trace with its role (generator, critic, judge,
 synthesis, probe). The final :class:`~harness.types.Output` carries ``usage`` = the sum over calls
@@ -53,10 +55,18 @@ class Operator:
                                 f"known: {', '.join(sorted(allowed))}")
         self.channels = list(channels)
         self.params = {**allowed, **params}
+        if self.params["judge"] == "last":  # the last positional model judges (and gets the -M settings)
+            if len(self.channels) < 2:
+                raise OperatorError(f"{self.name}: judge='last' needs a generator model and a judge model")
+            self._judge_leaf: Model | None = self.channels.pop()
+        else:
+            self._judge_leaf = None
         self.extract = get_extractor(str(self.params["extract"]))
         self.judge_model = self._build_judge(self.params["judge"])
         self.validate()
         shown = {k: v for k, v in self.params.items() if v is not None}
+        if self.params["judge"] is not None:
+            shown["judge"] = self.judge_model.spec
         inner = ", ".join(c.spec for c in self.channels)
         settings = ", ".join(f"{k}={_spec_value(v)}" for k, v in sorted(shown.items()))
         self.spec = f"{self.name}({inner}, {settings})"
@@ -70,6 +80,8 @@ class Operator:
                        for c in [*self.channels, self.judge_model]} if explicit else {}
 
     def _build_judge(self, spec: Any) -> Model:
+        if self._judge_leaf is not None:
+            return self._judge_leaf
         if spec is None:
             return self.channels[0]
         from harness.modelspec import build_model
