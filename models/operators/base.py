@@ -43,7 +43,7 @@ class Operator:
     uses_judge: bool = False
     # params every operator accepts
     common: dict[str, Any] = {"extract": "auto", "judge": None, "price_in": None, "price_out": None,
-                              "judge_max_tokens": 16}
+                              "judge_max_tokens": 32}
 
     def __init__(self, *channels: Model, **params: Any) -> None:
         if not channels:
