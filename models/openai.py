@@ -105,6 +105,8 @@ class OpenAISettings:
                 extra[key] = value
         s = OpenAISettings(model=name, extra_body=extra, **kwargs)
         s.base_url = str(s.base_url).rstrip("/")
+        if not s.base_url.startswith(("http://", "https://")):
+            raise ModelSpecError(f"openai: base_url must start with http:// or https://, got {s.base_url!r}")
         s.concurrency, s.max_retries = int(s.concurrency), int(s.max_retries)
         if s.concurrency < 1:
             raise ModelSpecError("openai: concurrency must be >= 1")
@@ -436,7 +438,10 @@ class OpenAIModel:
                     path, body = request_body(request, self.settings)
             except (media.MediaError, ValueError) as exc:
                 return Output(error=f"input: {exc}")
-            return await self._post_with_retries(http, path, body, started)
+            try:
+                return await self._post_with_retries(http, path, body, started)
+            except Exception as exc:  # never fail the other requests of a batch over one
+                return Output(error=_one_line(exc), usage=Usage(seconds=time.perf_counter() - started))
 
     async def _post_with_retries(self, http: Any, path: str, body: dict[str, Any], started: float) -> Output:
         import aiohttp

@@ -368,6 +368,8 @@ def test_settings(scripted_server, monkeypatch):
     assert body["top_k"] == 20 and body["temperature"] == 0.0 and body["max_completion_tokens"] == 9
     with pytest.raises(ModelSpecError, match="environment"):
         make_model(scripted_server, api_key="sk-123")
+    with pytest.raises(ModelSpecError, match="http://"):
+        make_model(scripted_server, base_url="localhost:8000/v1")
     with pytest.raises(ModelSpecError, match="mode"):
         make_model(scripted_server, mode="stream")
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
