@@ -69,6 +69,8 @@ def test_vote_reveals_and_is_stored(arena):
         served = s.scalar(select(ArenaBattleRow).where(ArenaBattleRow.public_id == b["battle"]))
     assert (row.left_model, row.right_model, row.outcome) == (result["left_model"], result["right_model"], "right")
     assert row.voter_hash and row.ip_hash and row.sample_id == served.sample_id and row.served_at == served.created_at
+    assert row.features == served.features and row.features["left"]["length"] > 0 and not row.flagged
+    assert served.voted_at == row.created_at
     raw = client.get("/api/arena/votes").json()
     assert len(raw) == 1 and raw[0]["outcome"] == "right"
 

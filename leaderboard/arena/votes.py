@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import case, func, select, text, update
+from sqlalchemy import DateTime, String, bindparam, case, false, func, insert, select, text, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -47,12 +47,33 @@ class VoteResult:
                 "right_model": self.right_model, "outcome": self.outcome}
 
 
-def _recent(session: Session, column: Any, value: str, minute: Any, day: Any) -> tuple[int, int]:
-    """Votes by this voter (or IP) in the last minute and the last day, one indexed query."""
-    in_minute = func.sum(case((ArenaVoteRow.created_at >= minute, 1), else_=0))
-    q = select(in_minute, func.count()).where(column == value, ArenaVoteRow.created_at >= day)
-    last_minute, last_day = session.execute(q).one()
-    return int(last_minute or 0), int(last_day or 0)
+# Statements built once: vote intake is the hot path, and SQLAlchemy's per-call statement
+# construction cost more than the SQL itself (bench/ratings.py measures intake).
+_B = ArenaBattleRow.__table__.c
+_V = ArenaVoteRow.__table__.c
+_BATTLE = select(_B.id, _B.task, _B.sample_id, _B.epoch, _B.left_model, _B.right_model, _B.expires_at,
+                 _B.voted_at).where(_B.public_id == bindparam("pid"))
+_CLAIM = (update(ArenaBattleRow.__table__).where(_B.id == bindparam("bid"), _B.voted_at.is_(None))
+          .values(voted_at=bindparam("stamp", type_=DateTime)))
+
+
+def _recent_stmt(column: Any) -> Any:
+    """Votes by one voter (or IP) in the last minute and the last day, one indexed query."""
+    in_minute = func.sum(case((_V.created_at >= bindparam("minute", type_=DateTime), 1), else_=0))
+    return select(in_minute, func.count()).where(column == bindparam("key"),
+                                                 _V.created_at >= bindparam("day", type_=DateTime))
+
+
+_RECENT_VOTER = _recent_stmt(_V.voter_hash)
+_RECENT_IP = _recent_stmt(_V.ip_hash)
+_COPY = insert(ArenaVoteRow.__table__).from_select(
+    ["battle_id", "task", "sample_id", "left_model", "right_model", "outcome", "voter_hash", "ip_hash", "served_at",
+     "created_at", "features", "flagged"],
+    select(_B.id, _B.task, _B.sample_id, _B.left_model, _B.right_model, bindparam("outcome", type_=String),
+           bindparam("voter", type_=String), bindparam("ip", type_=String), _B.created_at,
+           bindparam("stamp", type_=DateTime), _B.features, false()).where(_B.id == bindparam("bid")),
+)
+_PG_LOCK = text("SELECT pg_advisory_xact_lock(:k)")
 
 
 def cast_vote(
@@ -68,8 +89,9 @@ def cast_vote(
     if outcome not in OUTCOMES:
         raise VoteRefused(400, f"outcome must be one of {', '.join(OUTCOMES)}")
     now = cfg.clock()
-    with sessions() as s:
-        battle = s.scalar(select(ArenaBattleRow).where(ArenaBattleRow.public_id == public_id))
+    engine = sessions.kw["bind"]
+    with engine.connect() as conn:
+        battle = conn.execute(_BATTLE, {"pid": public_id}).first()
     if battle is None:
         raise VoteRefused(403, "invalid battle token")
     fields = tokens.battle_fields(public_id, battle.sample_id, battle.epoch, battle.left_model, battle.right_model,
@@ -82,37 +104,24 @@ def cast_vote(
         raise VoteRefused(409, "battle token already used")
 
     stamp = naive_utc(now)
-    with sessions() as s:
-        try:
-            claimed = s.execute(
-                update(ArenaBattleRow)
-                .where(ArenaBattleRow.id == battle.id, ArenaBattleRow.voted_at.is_(None))
-                .values(voted_at=stamp)
-            ).rowcount
-            if claimed != 1:
-                s.rollback()
+    window = {"minute": stamp - timedelta(minutes=1), "day": stamp - timedelta(days=1)}
+    try:
+        with engine.begin() as conn:  # any refusal raised inside rolls the claim back
+            if conn.execute(_CLAIM, {"bid": battle.id, "stamp": stamp}).rowcount != 1:
                 raise VoteRefused(409, "battle token already used")
-            if s.get_bind().dialect.name == "postgresql":
-                s.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": zlib.crc32(voter_hash.encode())})
-            minute, day = stamp - timedelta(minutes=1), stamp - timedelta(days=1)
-            voter_minute, voter_day = _recent(s, ArenaVoteRow.voter_hash, voter_hash, minute, day)
-            ip_minute, ip_day = _recent(s, ArenaVoteRow.ip_hash, ip_hash, minute, day)
-            over = (
-                voter_minute >= cfg.votes_per_minute
+            if conn.dialect.name == "postgresql":
+                conn.execute(_PG_LOCK, {"k": zlib.crc32(voter_hash.encode())})
+            voter_minute, voter_day = conn.execute(_RECENT_VOTER, {**window, "key": voter_hash}).one()
+            ip_minute, ip_day = conn.execute(_RECENT_IP, {**window, "key": ip_hash}).one()
+            if (
+                (voter_minute or 0) >= cfg.votes_per_minute
                 or voter_day >= cfg.votes_per_day
-                or ip_minute >= cfg.votes_per_minute * cfg.ip_multiplier
+                or (ip_minute or 0) >= cfg.votes_per_minute * cfg.ip_multiplier
                 or ip_day >= cfg.votes_per_day * cfg.ip_multiplier
-            )
-            if over:
-                s.rollback()  # the battle stays open: the voter may come back later
+            ):  # the battle stays open: the voter may come back later
                 raise VoteRefused(429, "vote limit reached: try again later")
-            s.add(ArenaVoteRow(
-                battle_id=battle.id, task=battle.task, sample_id=battle.sample_id, left_model=battle.left_model,
-                right_model=battle.right_model, outcome=outcome, voter_hash=voter_hash, ip_hash=ip_hash,
-                served_at=battle.created_at, created_at=stamp, features=battle.features or {}, flagged=False,
-            ))
-            s.commit()
-        except IntegrityError:
-            s.rollback()
-            raise VoteRefused(409, "battle token already used") from None
+            conn.execute(_COPY, {"bid": battle.id, "outcome": outcome, "voter": voter_hash, "ip": ip_hash,
+                                 "stamp": stamp})
+    except IntegrityError:
+        raise VoteRefused(409, "battle token already used") from None
     return VoteResult(public_id, battle.task, battle.left_model, battle.right_model, outcome)
