@@ -338,6 +338,8 @@ def test_extractors() -> None:
     assert prompts.parse_judge("no idea") is None and prompts.parse_judge("Score: 15") == 1.0
     assert prompts.parse_issues('```json\n{"issues": [{"problem": "x"}]}\n```') == [{"problem": "x"}]
     assert prompts.parse_issues("[]") == [] and prompts.parse_issues("looks fine") is None
+    assert prompts.issues_or_raw("step 2 is wrong") == [{"problem": "step 2 is wrong"}]
+    assert prompts.issues_or_raw('{"issues": []}') == [] and prompts.issues_or_raw("  ") == []
 
 
 def test_judge_last_uses_the_last_model_as_judge() -> None:

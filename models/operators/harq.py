@@ -68,9 +68,9 @@ class IncrementalRedundancy(Operator):
                 break
             raw = await ep.ask("critic", prompts.CRITIC.format(lens="correctness", question=ep.question,
                                                                response=best.text), note=f"round {r}")
-            issues = prompts.parse_issues(raw)
-            if not issues:  # [] = nothing to fix; None = unparseable critique, nothing usable either
-                history.append({"round": r, "issues": 0 if issues == [] else None})
+            issues = prompts.issues_or_raw(raw)
+            if not issues:  # the critic found nothing to fix
+                history.append({"round": r, "issues": 0})
                 break
             fixed = await ep.rewrite(prompts.CORRECT.format(question=ep.question, response=best.text,
                                                             issues=prompts.format_issues(issues)),

@@ -123,6 +123,15 @@ def parse_issues(text: str) -> list[dict[str, Any]] | None:
     return None
 
 
+def issues_or_raw(text: str) -> list[dict[str, Any]]:
+    """Parsed issues; a critique that is not JSON is kept whole as one issue (weak critics write
+    prose; the reference code does the same)."""
+    parsed = parse_issues(text)
+    if parsed is not None:
+        return parsed
+    return [{"problem": text.strip()[:2000]}] if text.strip() else []
+
+
 def format_issues(issues: list[dict[str, Any]]) -> str:
     lines = []
     for i, issue in enumerate(issues, 1):

@@ -64,7 +64,7 @@ class Turbo(Operator):
             lens = prompts.LENSES[(r - 1) % len(prompts.LENSES)]
             raw = await ep.ask("critic", prompts.CRITIC.format(lens=lens, question=ep.question, response=best.text),
                                note=f"round {r} lens={lens}")
-            issues = prompts.parse_issues(raw) or []
+            issues = prompts.issues_or_raw(raw)
             chosen = self.damp(issues, alpha)
             if not chosen:
                 if best.q() >= 0.9 * threshold:
