@@ -16,8 +16,9 @@ reply, so the ideal rate at concurrency c is c / delay. At each concurrency, in 
 - ``ceiling``: a minimal aiohttp loop that only posts and reads bytes: what this server can serve
   to any Python client on this machine.
 
-Printed per client: requests/s, % of ideal, % of the ceiling, ratio to the baseline, and client CPU
-ms per request (process time: steadier than wall time on a loaded 2-core machine).
+Printed per client: requests/s, % of ideal, % of the ceiling, ratio to the baseline, client CPU ms
+per request (process time: steadier than wall time on a loaded 2-core machine) and the server
+process's CPU ms per request (from /proc), whose inverse is what the server could serve on one core.
 """
 
 from __future__ import annotations
@@ -45,6 +46,17 @@ def start_server(delay: float) -> tuple[subprocess.Popen[str], str]:
         proc.kill()
         raise RuntimeError(f"server did not start: {line!r}")
     return proc, f"http://127.0.0.1:{int(line.split()[1])}/v1"
+
+
+def process_cpu_seconds(pid: int) -> float:
+    """utime + stime of another process (Linux /proc), 0 where unavailable."""
+    import os
+
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 async def measure(call: Callable[[], Awaitable[object]], n: int, concurrency: int) -> tuple[float, float]:
@@ -149,14 +161,17 @@ async def run(args: argparse.Namespace) -> None:
     try:
         print(f"server delay {args.delay * 1000:.0f} ms at {base_url}; {args.seconds:.0f} s of ideal work per point")
         header = f"{'conc':>5} {'client':<15} {'req/s':>8} {'ideal':>8} {'%ideal':>7} {'%ceiling':>8} "
-        print(header + f"{'x baseline':>10} {'CPU ms/req':>10}")
+        print(header + f"{'x baseline':>10} {'CPU ms/req':>10} {'server CPU ms/req':>17}")
         for c in args.concurrency:
             ideal = c / args.delay
             n = max(c * 2, int(ideal * args.seconds))
             results: dict[str, tuple[float, float]] = {}
+            server_cpu: dict[str, float] = {}
             for name in args.clients:
                 if name == "harness+runner":
+                    s0 = process_cpu_seconds(proc.pid)
                     results[name] = await measure_runner(base_url, n, c)
+                    server_cpu[name] = (process_cpu_seconds(proc.pid) - s0) / n * 1000
                     continue
                 try:
                     call, close = await CLIENTS[name](base_url, c)  # type: ignore[misc]
@@ -165,7 +180,9 @@ async def run(args: argparse.Namespace) -> None:
                     continue
                 try:
                     await measure(call, min(n, 2 * c), c)  # warm: connections, imports
+                    s0 = process_cpu_seconds(proc.pid)
                     results[name] = await measure(call, n, c)
+                    server_cpu[name] = (process_cpu_seconds(proc.pid) - s0) / n * 1000
                 finally:
                     await close()
             base = results.get("openai-default", (0.0, 0.0))[0]
@@ -174,7 +191,7 @@ async def run(args: argparse.Namespace) -> None:
                 pct_ceiling = f"{100 * rps / ceiling:7.1f}%" if ceiling else "      -"
                 ratio = f"{rps / base:9.2f}x" if base else "        -"
                 print(f"{c:>5} {name:<15} {rps:8.1f} {ideal:8.0f} {100 * rps / ideal:6.1f}% {pct_ceiling} "
-                      f"{ratio} {cpu:10.2f}", flush=True)
+                      f"{ratio} {cpu:10.2f} {server_cpu[name]:17.2f}", flush=True)
     finally:
         proc.terminate()
         proc.wait(10)
