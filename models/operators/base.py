@@ -188,8 +188,10 @@ class Episode:
         if channel is None:
             self._sampled += n
         texts: dict[int, Output] = {}
-        for k, items in by_channel.items():
-            outs = await self.call("generator", self.op.channels[k], [r for _, r in items], note)
+        groups = list(by_channel.items())  # channels answer concurrently
+        results = await asyncio.gather(*(self.call("generator", self.op.channels[k], [r for _, r in items], note)
+                                         for k, items in groups))
+        for (_, items), outs in zip(groups, results, strict=True):
             for (i, _), out in zip(items, outs, strict=True):
                 texts[i] = out
         result = []
