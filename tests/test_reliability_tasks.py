@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.data import read_jsonl
 from harness.runner import EvalConfig, Runner, build_task
 from harness.task import ScoreContext
 from harness.tasks.reliability import select
@@ -30,8 +31,7 @@ def test_hard_split_rules() -> None:
     gsm = build_task("reliability_gsm8k", {})
     samples = list(gsm.load())
     assert len(samples) == 100 and len({s.id for s in samples}) == 100
-    rows = [r for _, r in __import__("harness.data", fromlist=["read_jsonl"]).read_jsonl(
-        select.DATA_DIR / "gsm8k_hard.jsonl")]
+    rows = [r for _, r in read_jsonl(select.DATA_DIR / "gsm8k_hard.jsonl")]
     assert min(select.gsm8k_steps(r["answer"]) for r in rows) >= 5
     mmlu = list(build_task("reliability_mmlu", {}).load())
     subjects = {s.metadata["subject"] for s in mmlu}
