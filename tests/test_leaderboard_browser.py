@@ -168,8 +168,13 @@ def test_cli_push_to_live_server(live, tmp_path):
     cmd = [harness] if harness else [sys.executable, "-m", "harness.cli"]
     src = f"sqlite:///{tmp_path / 'elsewhere.db'}"
     env = {**os.environ, "HARNESS_PUSH_TOKEN": ""}
-    subprocess.run(cmd + ["eval", "--task", "gsm8k", "--model", "builtin:echo", "--limit", "7", "--run-name",
-                          "from-elsewhere", "--no-progress", "--db", src], check=True, capture_output=True, env=env)
+    from harness.runner import EvalConfig, Runner
+    from harness.store.db import open_db
+
+    sessions = open_db(src)
+    Runner(EvalConfig(task="gsm8k", model="builtin:echo", limit=7, run_name="from-elsewhere", progress=False),
+           session_factory=sessions).run()
+    sessions.kw["bind"].dispose()
     refused = subprocess.run(cmd + ["push", "from-elsewhere", "--to", base, "--token", "wrong", "--db", src],
                              capture_output=True, text=True, env=env)
     assert refused.returncode == 2 and "401" in refused.stderr
