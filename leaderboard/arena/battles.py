@@ -21,8 +21,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import func, select
-from sqlalchemy.orm import Session, aliased
+from sqlalchemy import DateTime, bindparam, func, select
+from sqlalchemy.orm import Session
 
 from harness.ratings import ELO_SCALE, pair_counts, rate_counts, style_features
 from harness.store.schema import ModelRow, RunRow, SampleResultRow, TaskRow
@@ -177,17 +177,22 @@ def _name_parts(label: str) -> set[str]:
     return {tail}
 
 
+_RA = SampleResultRow.__table__.alias("ra")
+_RB = SampleResultRow.__table__.alias("rb")
+# built once (constructing aliased joins per request cost more than running them)
+_SHARED_SAMPLES = (
+    select(_RA.c.id, _RB.c.id)
+    .join_from(_RA, _RB, (_RA.c.sample_id == _RB.c.sample_id) & (_RA.c.epoch == _RB.c.epoch))
+    .where(_RA.c.run_id == bindparam("ra"), _RB.c.run_id == bindparam("rb"))
+    .order_by(func.random())
+    .limit(CANDIDATE_ROWS)
+)
+
+
 def find_sides(
     session: Session, run_a: int, run_b: int, label_a: str, label_b: str, cfg: ArenaConfig, roots: list[Path]
 ) -> tuple[Side, Side] | None:
-    a, b = aliased(SampleResultRow), aliased(SampleResultRow)
-    pairs = session.execute(
-        select(a.id, b.id)
-        .join(b, (a.sample_id == b.sample_id) & (a.epoch == b.epoch))
-        .where(a.run_id == run_a, b.run_id == run_b)
-        .order_by(func.random())
-        .limit(CANDIDATE_ROWS)
-    ).all()
+    pairs = session.execute(_SHARED_SAMPLES, {"ra": run_a, "rb": run_b}).all()
     for id_a, id_b in pairs:
         sa, sb = _side(session.get(SampleResultRow, id_a), roots), _side(session.get(SampleResultRow, id_b), roots)
         if sa.failed and sb.failed:
@@ -301,15 +306,19 @@ def describe(session: Session, row: ArenaBattleRow, token: str | None = None, tt
     }
 
 
-def served_recently(session: Session, column: Any, value: str, since: datetime) -> int:
-    q = select(func.count()).select_from(ArenaBattleRow).where(column == value, ArenaBattleRow.created_at >= since)
-    return session.scalar(q) or 0
+def _served_stmt(column: Any) -> Any:
+    t = ArenaBattleRow.__table__.c
+    return select(func.count()).where(column == bindparam("key"), t.created_at >= bindparam("since", type_=DateTime))
+
+
+_SERVED_VOTER = _served_stmt(ArenaBattleRow.__table__.c.voter_hash)
+_SERVED_IP = _served_stmt(ArenaBattleRow.__table__.c.ip_hash)
 
 
 def serving_allowed(session: Session, cfg: ArenaConfig, voter_hash: str, ip_hash: str) -> bool:
     since = naive_utc(cfg.clock()) - timedelta(minutes=1)
     per_ip = cfg.battles_per_minute * cfg.ip_multiplier
     return (
-        served_recently(session, ArenaBattleRow.voter_hash, voter_hash, since) < cfg.battles_per_minute
-        and served_recently(session, ArenaBattleRow.ip_hash, ip_hash, since) < per_ip
+        session.execute(_SERVED_VOTER, {"key": voter_hash, "since": since}).scalar_one() < cfg.battles_per_minute
+        and session.execute(_SERVED_IP, {"key": ip_hash, "since": since}).scalar_one() < per_ip
     )
