@@ -8,7 +8,7 @@ import pytest
 from harness.tasks.code3d.geometry import chamfer_pair, floating_parts, normalise_cloud, shape_scores
 from harness.tasks.code3d.images import view_similarity
 from harness.tasks.code3d.task import extract_code
-from harness.tasks.code3d.taxonomy import classify_failure
+from harness.tasks.code3d.taxonomy import classify_failure, exec_family
 
 CROSS = np.array([[1.0, 0, 0], [-1, 0, 0], [0, 1, 0], [0, -1, 0]])
 
@@ -45,9 +45,10 @@ def test_chamfer_pair_raw_squared_distances() -> None:
 
 def test_yaw_min_finds_a_rotated_copy() -> None:
     pts = np.random.default_rng(2).normal(size=(400, 3)) * np.array([3.0, 1.0, 0.5])
-    rot = np.array([[0.0, 0, 1], [0, 1, 0], [-1, 0, 0]])  # 90 degrees about y (glTF up)
+    rot = np.array([[0.0, -1, 0], [1, 0, 0], [0, 0, 1]])  # 90 degrees about z (the reference's yaw axis)
     s = shape_scores(pts @ rot.T, pts)
     assert s.chamfer == pytest.approx(0.0, abs=1e-10)
+    assert s.chamfer_noyaw > 0.01
     assert s.yaw_deg in (90.0, 270.0)
 
 
@@ -99,6 +100,21 @@ def test_failure_taxonomy() -> None:
     assert classify_failure("OK", "") is None
 
 
-def test_extract_code_takes_fenced_block() -> None:
+def test_extract_code_strips_fences_and_prose_like_the_reference() -> None:
     assert extract_code("import bpy\n") == ("import bpy\n", False)
-    assert extract_code("Here:\n```python\nimport bpy\nx = 1\n```\nbye") == ("import bpy\nx = 1\n", True)
+    reply = "Here is the script:\n```python\nimport bpy\nx = 1\n```\nHope this helps!\n"
+    assert extract_code(reply) == ("import bpy\nx = 1\n", True)
+    assert extract_code("```\nimport bpy\n```") == ("import bpy", True)
+    broken = "def f(:\n    pass\n"
+    assert extract_code(broken) == (broken, False)  # nothing parses: kept, will fail as a syntax error
+
+
+def test_reference_exec_families() -> None:
+    assert exec_family('File "x.py"\nKeyError: \'bpy_prop_collection[key]: key "Specular" not found\'\n') == "B5-API"
+    assert exec_family("AttributeError: 'Mesh' object has no attribute 'use_auto_smooth'\n") == "B5-API"
+    assert (
+        exec_family("IndexError: BMElemSeq[index]: outdated internal index table, run ensure_lookup_table() first\n")
+        == "BMSH"
+    )
+    assert exec_family("RuntimeError: Operator bpy.ops.object.mode_set.poll() failed, context is incorrect\n") == "CTX"
+    assert exec_family("NameError: name 'foo' is not defined\n") == "OTHER"

@@ -110,3 +110,45 @@ def test_bad_option_is_a_clear_error() -> None:
 
     with pytest.raises(ValueError, match="unknown code3d option"):
         lookup("task", "code3d").factory(colour="red")
+
+
+def test_public_layout_image_to_3d_with_given_views(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from harness.tasks.code3d.executor import BlenderPool, RenderOptions
+
+    refs = Path(__file__).resolve().parents[1] / "tasks" / "code3d" / "references"
+    data = tmp_path / "categories"
+    table = data / "Table_seed0"
+    (table / "images").mkdir(parents=True)
+    (table / "Table_seed0.py").write_text((refs / "table.py").read_text())
+    (table / "prompt_description.txt").write_text("A four-legged table.")
+    (table / "prompt_instruction.txt").write_text("Build a table: top 1.2 x 0.8, four legs.")
+    with BlenderPool(render=RenderOptions(size=64, samples=2)) as pool:
+        views = pool.execute_sync((refs / "table.py").read_text(), tmp_path / "views")
+    for png in views.renders:
+        (table / "images" / Path(png).name).write_bytes(Path(png).read_bytes())
+    lonely = data / "Lonely_seed0"
+    lonely.mkdir()
+    (lonely / "prompt_description.txt").write_text("Something with no reference at all.")
+    monkeypatch.setenv("HARNESS_ARTIFACTS", str(tmp_path / "art"))
+    monkeypatch.setenv("HARNESS_BPY_PYTHON", bpy_python())  # before moving the cache dir it defaults into
+    monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path / "cache"))
+    script = (refs / "table.py").read_text()
+    summary = evaluate(EvalConfig(
+        task="code3d_image", model="builtin:constant", model_settings={"text": script},
+        db_url=f"sqlite:///{tmp_path / 'p.db'}", progress=False,
+        task_options={"data_dir": str(data), "size": 64, "samples": 2},
+    ))  # fmt: skip
+    assert summary.n_new == 2 and summary.n_unscored == 1
+    metrics = {m.name: m.value for m in summary.metrics if not m.breakdown_key}
+    assert metrics["executable"] == 1.0
+    assert metrics["chamfer"] < 5e-3
+    assert metrics["img_iou_paired"] > 0.9  # same object, same views, same renderer
+    con = sqlite3.connect(tmp_path / "p.db")
+    unscored = dict(con.execute("select sample_id, unscored from sample_results").fetchall())
+    inputs = dict(con.execute("select sample_id, input from sample_results").fetchall())
+    con.close()
+    assert unscored["Table_seed0"] is None
+    assert "Lonely_seed0" in unscored["Lonely_seed0"] and "no reference script" in unscored["Lonely_seed0"]
+    parts = json.loads(inputs["Table_seed0"])["messages"][1]["content"]
+    assert parts[0]["type"] == "text" and "reference image" in parts[0]["text"]
+    assert [Path(p["path"]).name for p in parts[1:]] == [Path(p).name for p in views.renders]

@@ -7,8 +7,10 @@ executor as the models' code.
 Public benchmark (``-T data_dir=PATH``, a download of HF ``YipengGao/3DCode`` folder
 ``3DCodeBench``): one folder per instance, ``<Category>_seed<k>/`` holding the reference script
 (``<folder>.py`` or ``factory.py``), ``prompt_description.txt``, ``prompt_instruction.txt`` and, if
-present, the reference views ``Image_005/015/025/035.png``. A folder missing its prompt or script is
-kept as a sample with ``data_error`` set (scored as unscored with that reason), never fatal.
+present, the reference views (``images/*.png``, or ``Image_005/015/025/035.png`` in the folder).
+The repository's own layout ``benchmark/categories/<Category>_seed0/`` is the same. A folder
+missing its prompt or script is kept as a sample with ``data_error`` set (scored as unscored with
+that reason), never fatal.
 """
 
 from __future__ import annotations
@@ -64,6 +66,21 @@ def _read(path: Path) -> str | None:
     return path.read_text(encoding="utf-8", errors="replace").strip() if path.is_file() else None
 
 
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp")
+
+
+def reference_views(folder: Path) -> list[str]:
+    """The instance's reference views: ``images/*`` sorted (the reference's image-to-3D input), else
+    the four ``Image_0x5.png`` turntable frames in the folder itself."""
+    images = folder / "images"
+    if images.is_dir():
+        found = sorted(p for p in images.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
+        if found:
+            return [str(p) for p in found]
+    views = [folder / v for v in VIEW_NAMES]
+    return [str(v) for v in views] if all(v.is_file() for v in views) else []
+
+
 def load_public(data_dir: str | Path) -> list[Item]:
     root = Path(data_dir)
     if not root.is_dir():
@@ -81,9 +98,7 @@ def load_public(data_dir: str | Path) -> list[Item]:
         item = Item(id=folder.name, category=category, description=description or instruction, instruction=instruction)
         if script_path is not None:
             item.script, item.script_path = script_path.read_text(encoding="utf-8", errors="replace"), str(script_path)
-        views = [folder / v for v in VIEW_NAMES]
-        if all(v.is_file() for v in views):
-            item.reference_images = [str(v) for v in views]
+        item.reference_images = reference_views(folder)
         if not item.description:
             item.data_error = f"{folder}: no prompt_description.txt or prompt_instruction.txt"
         elif script_path is None and not item.reference_images:

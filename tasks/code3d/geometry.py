@@ -3,17 +3,17 @@
 numpy + scipy only: the same file runs on the host (scoring) and inside the Blender worker (which
 copies it into its sandbox to split meshes into parts), so it must not import harness.
 
-Chamfer follows 3DCodeBench's ``shape_chamfer.py`` as described in the paper/repo notes
-(reconstructed, the file itself was not available here):
-  * each cloud is sampled from the mesh surface (8192 points, trimesh, in the worker),
+Chamfer follows 3DCodeBench's ``metrics/shape_chamfer.py``:
+  * each cloud is sampled from the mesh surface (8192 points, trimesh, in the worker; the GLB is
+    loaded with ``force="mesh"`` so scene meshes are concatenated),
   * normalised on its own: centred on its centroid and divided by its largest point radius,
   * CD = mean_r min_g ||r - g||^2 + mean_g min_r ||g - r||^2 (squared distances, both directions),
-  * minimised over yaw rotations of the candidate by 0/90/180/270 degrees about the up axis.
-GLB is Y-up (glTF), and the reference loads GLB with trimesh, so the up axis of the loaded points is
-Y (index 1); callers pass ``up_axis`` if their points are Z-up.
-F-score (not in the reference code; our addition) uses the same normalisation and the yaw chosen by
-Chamfer: precision = share of candidate points within ``threshold`` of the reference, recall the
-converse, F = 2PR / (P + R).
+  * the reported ``chamfer`` is the minimum over rotations of the candidate by 0/90/180/270 degrees
+    about the loaded cloud's **Z** axis (the reference's choice; for Blender's Y-up GLB export that is
+    a horizontal axis, but we keep it for comparable numbers); ``chamfer_noyaw`` is the plain value.
+F-score (not in the reference code; our addition) uses the same normalisation and the rotation
+chosen by Chamfer: precision = share of candidate points within ``threshold`` of the reference,
+recall the converse, F = 2PR / (P + R).
 """
 
 from __future__ import annotations
@@ -55,7 +55,8 @@ def chamfer_pair(pred: np.ndarray, ref: np.ndarray) -> tuple[float, np.ndarray, 
 
 @dataclass(slots=True)
 class ShapeScores:
-    chamfer: float
+    chamfer: float  # yaw-min
+    chamfer_noyaw: float
     fscore: float
     precision: float
     recall: float
@@ -63,13 +64,16 @@ class ShapeScores:
 
 
 def shape_scores(
-    pred: np.ndarray, ref: np.ndarray, *, threshold: float = DEFAULT_FSCORE_THRESHOLD, up_axis: int = 1
+    pred: np.ndarray, ref: np.ndarray, *, threshold: float = DEFAULT_FSCORE_THRESHOLD, up_axis: int = 2
 ) -> ShapeScores:
     """Chamfer (yaw-min) and F-score at ``threshold`` after per-cloud normalisation."""
     p, r = normalise_cloud(pred), normalise_cloud(ref)
     best: tuple[float, float, np.ndarray, np.ndarray] | None = None
+    noyaw = 0.0
     for yaw in YAWS_DEG:
         cd, d_pred, d_ref = chamfer_pair(p @ yaw_matrix(yaw, up_axis).T, r)
+        if yaw == 0.0:
+            noyaw = cd
         if best is None or cd < best[0]:
             best = (cd, yaw, d_pred, d_ref)
     assert best is not None
@@ -77,7 +81,7 @@ def shape_scores(
     precision = float(np.mean(d_pred < threshold))
     recall = float(np.mean(d_ref < threshold))
     f = 2 * precision * recall / (precision + recall) if precision + recall > 0 else 0.0
-    return ShapeScores(cd, f, precision, recall, yaw)
+    return ShapeScores(cd, noyaw, f, precision, recall, yaw)
 
 
 def contact_groups(parts: list[np.ndarray], tolerance: float) -> list[list[int]]:

@@ -24,6 +24,7 @@ Artifacts (script, GLB, PNG renders) go under ``$HARNESS_ARTIFACTS`` (default ``
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import atexit
 import os
@@ -42,17 +43,17 @@ from harness.tasks.code3d.executor import BlenderPool, ExecResult, RenderOptions
 from harness.tasks.code3d.geometry import DEFAULT_FSCORE_THRESHOLD, shape_scores
 from harness.tasks.code3d.images import view_similarity
 from harness.tasks.code3d.references import Reference, prepare_reference
-from harness.tasks.code3d.taxonomy import classify_failure
+from harness.tasks.code3d.taxonomy import classify_failure, exec_family
 from harness.types import GenerationConfig, Message, Metric, Output, Part, Request, Sample, Score
 
 PROMPTS = Path(__file__).parent / "prompts"
 TEXT_SYSTEM = "text_to_3d_system_prompt.txt"
 IMAGE_SYSTEM = "image_to_3d_system_prompt.txt"
 FEEDBACK = "multi_turn_feedback_template.txt"
-# Our wording (the paper's image-to-3D user turn is not public): the images carry the task.
+# The reference's image-to-3D user turn (core/inputs.py): this text, then the reference views.
 IMAGE_REQUEST = (
-    "Reconstruct the 3D object shown in these four reference views (azimuth 45, 135, 225 and 315 degrees) "
-    "as a single self-contained Blender 5.0 Python script."
+    "Reconstruct the object shown in the following reference image(s) as a Blender 5.0 Python script. "
+    "Treat all images as views of the SAME object."
 )
 RENDER_FEEDBACK = (
     "Your script ran and produced the object rendered in the four images above (azimuth 45, 135, 225, 315 "
@@ -61,14 +62,39 @@ RENDER_FEEDBACK = (
 )
 PENALTY_FACTOR = 1.5  # failures count as 1.5 x the worst successful Chamfer (reference's penalised mean)
 IMAGE_KEYS = ("img_iou_paired", "img_ssim_paired", "img_iou_matched", "img_ssim_matched")
-FENCE = re.compile(r"```[ \t]*(?:python|py)?[ \t]*\n(.*?)(?:```|\Z)", re.S)
+FENCE_LINE = re.compile(r"^\s*```(?:python|py)?\s*$")
+MAX_TRIM_LINES = 60
 
 
 def extract_code(text: str) -> tuple[str, bool]:
-    """The script in a reply. The protocol demands bare Python; we still take the first fenced block
-    if the model used fences (recorded as ``had_fences``: the reference would fail such a reply)."""
-    match = FENCE.search(text)
-    return (match.group(1), True) if match else (text, False)
+    """The script in a reply, cleaned the way the reference cleans replies (core/inputs.py,
+    reimplemented): drop lines that are only a code fence; if the rest does not parse, drop the
+    fewest leading/trailing lines (prose before/after the code, up to 60 each side) that make it
+    parse; else keep the fence-stripped text (it will fail as ERR_EXEC / syntax).
+    Returns (code, whether anything was removed)."""
+    lines = [ln for ln in text.splitlines() if not FENCE_LINE.match(ln)]
+    changed = len(lines) != len(text.splitlines())
+    base = "\n".join(lines) + ("\n" if text.endswith("\n") else "")
+    if _parses(base):
+        return base, changed
+    n, cap = len(lines), min(len(lines), MAX_TRIM_LINES)
+    for total in range(1, 2 * cap + 1):
+        for head in range(0, min(total, cap) + 1):
+            tail = total - head
+            if tail > cap or head + tail >= n:
+                continue
+            candidate = "\n".join(lines[head : n - tail])
+            if candidate.strip() and _parses(candidate):
+                return candidate + "\n", True
+    return base, changed
+
+
+def _parses(code: str) -> bool:
+    try:
+        ast.parse(code)
+    except (SyntaxError, ValueError):
+        return False
+    return True
 
 
 def artifacts_root() -> Path:
@@ -93,6 +119,7 @@ class Code3DConfig:
     refine_model: str | None
     feedback: str
     image_input: bool
+    prompt_type: str  # description | instruction (text-to-3D user turn, as the reference's option)
 
 
 class Code3DRuntime:
@@ -146,8 +173,13 @@ class Code3DRuntime:
             ref = self.reference(item.id)
             images = [Part("image", path=p) for p in ref.renders]
             return [Message.text("system", (PROMPTS / IMAGE_SYSTEM).read_text()),
-                    Message("user", [*images, Part("text", IMAGE_REQUEST)])]  # fmt: skip
-        return [Message.text("system", (PROMPTS / TEXT_SYSTEM).read_text()), Message.text("user", item.description)]
+                    Message("user", [Part("text", IMAGE_REQUEST), *images])]  # fmt: skip
+        return [Message.text("system", (PROMPTS / TEXT_SYSTEM).read_text()), Message.text("user", self.task_text(item))]
+
+    def task_text(self, item: data_mod.Item) -> str:
+        if self.cfg.prompt_type == "instruction" and item.instruction:
+            return item.instruction
+        return item.description
 
     def prompt(self, sample: Sample) -> Request:
         return Request(self.messages(sample), GenerationConfig(temperature=0.0, max_tokens=self.cfg.max_tokens))
@@ -164,7 +196,8 @@ class Code3DRuntime:
         if ref.points and result.points:
             s = shape_scores(np.load(result.points, allow_pickle=False), np.load(ref.points, allow_pickle=False),
                              threshold=self.cfg.fscore_threshold)  # fmt: skip
-            values.update(chamfer=s.chamfer, fscore=s.fscore, precision=s.precision, recall=s.recall)
+            values.update(chamfer=s.chamfer, chamfer_noyaw=s.chamfer_noyaw, fscore=s.fscore, precision=s.precision,
+                          recall=s.recall)  # fmt: skip
         if ref.thumbs and result.thumbs:
             pred, gold = np.load(result.thumbs, allow_pickle=False), np.load(ref.thumbs, allow_pickle=False)
             if pred.shape == gold.shape:
@@ -179,7 +212,7 @@ class Code3DRuntime:
     def feedback_messages(self, sample: Sample, code: str, result: ExecResult, attempt: int) -> list[Message]:
         item = self.items[sample.id]
         original = self.messages(sample)
-        task_block = item.description if not self.cfg.image_input else IMAGE_REQUEST
+        task_block = self.task_text(item) if not self.cfg.image_input else IMAGE_REQUEST
         if result.ok:  # feedback=renders: show the model its own object
             images = [Part("image", path=p) for p in result.renders]
             text = RENDER_FEEDBACK.format(original_task_block=task_block)
@@ -233,12 +266,15 @@ class Code3DRuntime:
                         per_round[key] = per_round[prev]
         failure = classify_failure(best_result.status, best_result.traceback, best_result.error)
         values = {**best, **per_round, "rounds_used": float(len([r for r in rounds if "values" in r]))}
+        family = exec_family(best_result.traceback, best_result.error) if best_result.status == "ERR_EXEC" else None
         if failure:
             values[f"fail_{failure}"] = 1.0
+        if family:
+            values[f"fail_exec_{family.lower().replace('-', '_')}"] = 1.0
         output.prediction = {"glb": best_result.glb, "renders": best_result.renders, "status": best_result.status}
         return Score(
             values=values, answer=best_result.status, explanation=best_result.error[:500],
-            details={"status": best_result.status, "failure": failure, "glb": best_result.glb,
+            details={"status": best_result.status, "failure": failure, "exec_family": family, "glb": best_result.glb,
                      "renders": best_result.renders, "reference_renders": ref.renders, "rounds": rounds},
         )  # fmt: skip
 
@@ -257,11 +293,12 @@ class Code3DRuntime:
         for name in sorted(names):
             est = mean_ci([r.scores.get(name, 0.0) for r in scored])
             metrics.append(Metric(name, est.value, est.ci_low, est.ci_high, est.n))
-        cds = [r.scores["chamfer"] for r in scored if "chamfer" in r.scores]
-        if cds:
-            penalty = PENALTY_FACTOR * max(cds)
-            est = mean_ci([r.scores.get("chamfer", penalty) for r in scored])
-            metrics.append(Metric("chamfer_penalized", est.value, est.ci_low, est.ci_high, est.n))
+        for key in ("chamfer", "chamfer_noyaw"):  # failures: 1.5 x the worst CD of this run (reference)
+            cds = [r.scores[key] for r in scored if key in r.scores]
+            if cds:
+                penalty = PENALTY_FACTOR * max(cds)
+                est = mean_ci([r.scores.get(key, penalty) for r in scored])
+                metrics.append(Metric(f"{key}_penalized", est.value, est.ci_low, est.ci_high, est.n))
         for key in ("fscore", *IMAGE_KEYS):
             if any(key in r.scores for r in scored):
                 est = mean_ci([r.scores.get(key, 0.0) for r in scored])
@@ -271,10 +308,13 @@ class Code3DRuntime:
 
 def _build(setting: str, **options: Any) -> Task:
     known = {"data_dir", "workers", "size", "samples", "exec_timeout", "memory_mb", "fscore_threshold", "max_tokens",
-             "rounds", "refine_model", "feedback", "image"}  # fmt: skip
+             "rounds", "refine_model", "feedback", "image", "prompt_type"}  # fmt: skip
     unknown = set(options) - known
     if unknown:
         raise ValueError(f"unknown code3d option(s): {', '.join(sorted(unknown))}; known: {', '.join(sorted(known))}")
+    prompt_type = str(options.get("prompt_type", "description"))
+    if prompt_type not in ("description", "instruction"):
+        raise ValueError(f"prompt_type must be 'description' or 'instruction', not {prompt_type!r}")
     feedback = str(options.get("feedback", "traceback"))
     if feedback not in ("traceback", "renders"):
         raise ValueError(f"feedback must be 'traceback' or 'renders', not {feedback!r}")
@@ -287,6 +327,7 @@ def _build(setting: str, **options: Any) -> Task:
         rounds=int(options.get("rounds", 3 if setting == "refine" else 1)),
         refine_model=options.get("refine_model"), feedback=feedback,
         image_input=setting == "image" or str(options.get("image", "false")).lower() in ("1", "true", "yes"),
+        prompt_type=prompt_type,
     )  # fmt: skip
     runtime = Code3DRuntime(cfg)
     files = [PROMPTS / n for n in (TEXT_SYSTEM, IMAGE_SYSTEM, FEEDBACK)]

@@ -69,3 +69,62 @@ def classify_failure(status: str, traceback: str, error: str = "") -> str | None
     if exc in _GEOMETRY_EXC or "math domain" in message:
         return "geometry"
     return "other"
+
+
+# The reference sub-divides ERR_EXEC by the exception line into four families (its
+# metrics/failure_taxonomy.py): Blender 4 -> 5 API drift, bmesh state mistakes, wrong operator
+# context, other. These patterns are ours, written from the same family definitions.
+_EXEC_FAMILIES: tuple[tuple[str, tuple[re.Pattern[str], ...]], ...] = (
+    (
+        "B5-API",
+        tuple(
+            re.compile(p)
+            for p in (
+                r'KeyError: .*key "(Specular|Subsurface[\w ]*|Transmission|Sheen[\w ]*|Clearcoat[\w ]*)" not found',
+                r"has no attribute '(use_auto_smooth|auto_smooth_angle|calc_normals\w*|shade_smooth)'",
+                r"has no attribute '(blend_method|shadow_method)'",
+                r"'\w+Modifier' object has no attribute",
+                r'enum "\w+" not found in',
+                r"keyword \"?\w+\"? unrecognized|: keyword \"\w+\"",
+                r"BMeshOpsModule: operator \"\w+\" doesn't exist",
+                r"Node type \w+ undefined",
+                r"cannot import name '\w+' from 'mathutils'",
+                r"\.new\(\): error with keyword argument \"type\"",
+            )
+        ),
+    ),
+    (
+        "BMSH",
+        tuple(
+            re.compile(p)
+            for p in (
+                r"outdated internal index table",
+                r"BMesh data of type \w+ has been removed",
+                r"StructRNA of type \w+ has been removed",
+                r"faces\.new\(.*\): (face already exists|found the same)",
+                r"KeyError: '(geom|verts|edges|faces|loops)'",
+            )
+        ),
+    ),
+    (
+        "CTX",
+        tuple(
+            re.compile(p)
+            for p in (
+                r"execution context is supported",
+                r"Operator bpy\.ops\.\S+ poll\(\) failed",
+                r"context is incorrect",
+            )
+        ),
+    ),
+)
+
+
+def exec_family(traceback: str, error: str = "") -> str:
+    """The reference's ERR_EXEC family of a failure: B5-API, BMSH, CTX or OTHER."""
+    exc, message = last_exception(traceback, error)
+    line = f"{exc}: {message}" if exc else message
+    for family, patterns in _EXEC_FAMILIES:
+        if any(p.search(line) for p in patterns):
+            return family
+    return "OTHER"

@@ -65,14 +65,59 @@ def world_bbox(objects: list) -> tuple[mathutils.Vector, float]:
             lo = mathutils.Vector(map(min, lo, p))
             hi = mathutils.Vector(map(max, hi, p))
     extent = max(hi - lo)
-    if not np.isfinite(extent) or extent <= 0:
-        raise ValueError(f"degenerate or non-finite scene extent {extent}")
-    return (lo + hi) / 2, float(extent)
+    if not np.isfinite(extent):
+        raise ValueError(f"non-finite scene extent {extent}")
+    return (lo + hi) / 2, float(extent) or 1.0  # the reference falls back to 1.0 for a flat/point scene
 
 
-def render_views(job_dir: str, opts: dict) -> list[str]:
+def add_area_light(name: str, location: tuple[float, float, float], energy: float, size: float) -> None:
+    light = bpy.data.objects.new(name, bpy.data.lights.new(name, "AREA"))
+    light.data.energy, light.data.size = energy, size
+    light.location = location
+    light.rotation_euler = (-mathutils.Vector(location)).to_track_quat("-Z", "Y").to_euler()
+    bpy.context.scene.collection.objects.link(light)
+
+
+def setup_reference_scene(opts: dict) -> tuple[float, float, float]:
+    """The reference render scene (3DCodeBench core/render.py, parameters as published): meshes
+    centred on their joint bounding box, a dark uniform world, three area lights (key/fill/rim), a
+    neutral grey material on meshes without one, a 50 mm camera. Returns (extent, radius, height)."""
     scene = bpy.context.scene
-    center, extent = world_bbox(mesh_objects())
+    meshes = mesh_objects()
+    center, extent = world_bbox(meshes)
+    for obj in meshes:
+        if obj.parent is None:
+            obj.location = obj.location - center
+    r, h = RADIUS_FACTOR * extent, HEIGHT_FACTOR * extent
+    world = scene.world or bpy.data.worlds.new("World")
+    scene.world = world
+    try:
+        world.use_nodes = True  # deprecated (always on) in 5.x; harmless where still settable
+    except AttributeError:
+        pass
+    tree = world.node_tree
+    if tree is not None:
+        for node in list(tree.nodes):
+            tree.nodes.remove(node)
+        bg, out = tree.nodes.new("ShaderNodeBackground"), tree.nodes.new("ShaderNodeOutputWorld")
+        bg.inputs[0].default_value = (0.012, 0.013, 0.021, 1.0)
+        bg.inputs[1].default_value = 1.0
+        tree.links.new(bg.outputs[0], out.inputs[0])
+    add_area_light("Key", (r * 0.9, -r * 0.7, h * 1.7), 1200.0, extent * 0.9)
+    add_area_light("Fill", (-r * 0.6, -r * 0.4, h), 400.0, extent * 1.2)
+    add_area_light("Rim", (0.0, r * 0.9, h * 1.3), 600.0, extent * 0.7)
+    material = bpy.data.materials.new("eval_default")
+    try:
+        material.use_nodes = True
+    except AttributeError:
+        pass
+    bsdf = material.node_tree.nodes.get("Principled BSDF") if material.node_tree else None
+    if bsdf is not None:
+        bsdf.inputs["Base Color"].default_value = (0.72, 0.72, 0.75, 1.0)
+        bsdf.inputs["Roughness"].default_value = 0.65
+    for obj in meshes:
+        if not obj.data.materials:
+            obj.data.materials.append(material)
     scene.render.engine = "CYCLES"
     scene.cycles.device = "CPU"
     scene.cycles.samples = int(opts.get("samples", 16))
@@ -84,23 +129,22 @@ def render_views(job_dir: str, opts: dict) -> list[str]:
     scene.render.film_transparent = True  # alpha gives the silhouette for image metrics
     scene.render.image_settings.file_format = "PNG"
     scene.render.image_settings.color_mode = "RGBA"
-    if scene.world is None:
-        scene.world = bpy.data.worlds.new("harness_world")
-    scene.world.color = (0.6, 0.6, 0.6)
-    sun = bpy.data.objects.new("harness_sun", bpy.data.lights.new("harness_sun", "SUN"))
-    sun.data.energy = 3.0
-    sun.rotation_euler = (0.6, 0.2, 0.8)
-    scene.collection.objects.link(sun)
-    cam = bpy.data.objects.new("harness_camera", bpy.data.cameras.new("harness_camera"))
-    cam.data.clip_end = max(1000.0, extent * 20)
+    return extent, r, h
+
+
+def render_views(job_dir: str, opts: dict) -> list[str]:
+    scene = bpy.context.scene
+    extent, r, h = setup_reference_scene(opts)
+    cam = bpy.data.objects.new("EvalCam", bpy.data.cameras.new("EvalCam"))
+    cam.data.lens = 50
+    cam.data.clip_end = extent * 25
     scene.collection.objects.link(cam)
     scene.camera = cam
     paths = []
     for az, name in zip(VIEW_AZIMUTHS, VIEW_NAMES, strict=True):
         a = np.radians(az)
-        r, h = RADIUS_FACTOR * extent, HEIGHT_FACTOR * extent
-        cam.location = center + mathutils.Vector((r * np.cos(a), r * np.sin(a), h))
-        cam.rotation_euler = (center - cam.location).to_track_quat("-Z", "Y").to_euler()
+        cam.location = mathutils.Vector((r * np.cos(a), r * np.sin(a), h))
+        cam.rotation_euler = (-cam.location).to_track_quat("-Z", "Y").to_euler()
         scene.render.filepath = os.path.join(job_dir, name)
         bpy.ops.render.render(write_still=True)
         paths.append(scene.render.filepath)
@@ -126,6 +170,9 @@ def run_job_child(job: dict, job_dir: str) -> None:
             if exc.code not in (None, 0):
                 raise
         times["exec"] = time.monotonic() - t0
+        for obj in list(bpy.context.scene.objects):  # the reference drops the script's cameras/lights
+            if obj.type in ("CAMERA", "LIGHT"):
+                bpy.data.objects.remove(obj, do_unlink=True)
         meshes = mesh_objects()
         result["n_meshes"] = len(meshes)
         if not meshes:
