@@ -7,6 +7,7 @@ the API routes serve ``tables`` as JSON or CSV, so a page and its exports come f
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -96,8 +97,10 @@ def overview_view(sessions: sessionmaker[Session], cache: ViewCache, p: Overview
 
     natural_desc = sort in ("avg",) or (sort.startswith("task:") and not rank_lower)
     desc = {"asc": False, "desc": True}.get(p.dir, natural_desc)
-    if sort in ("model", "backend", "size"):
+    if sort in ("model", "backend"):
         lines.sort(key=lambda m: (getattr(m, sort) or "").lower(), reverse=desc)
+    elif sort == "size":
+        lines.sort(key=lambda m: size_value(m.size), reverse=desc)
     elif sort == "rank":
         lines.sort(key=lambda m: (m.rank is None, m.rank or (0, 0), m.model.lower()), reverse=desc)
     else:  # missing scores always last
@@ -124,6 +127,16 @@ def overview_view(sessions: sessionmaker[Session], cache: ViewCache, p: Overview
         "modalities": data.modalities, "backends": data.backends, "n_runs": n_runs,
         "provisional_n": PROVISIONAL_N, "format_rank": format_rank,
     }, {"overview": table})
+
+
+_SIZE = re.compile(r"([0-9]+(?:\.[0-9]+)?)\s*([kmbt]?)", re.I)
+_SCALE = {"": 1.0, "k": 1e3, "m": 1e6, "b": 1e9, "t": 1e12}
+
+
+def size_value(size: str) -> float:
+    """Parameter count from "7B", "135M", "1.5b" or a plain number; unknown sizes sort first."""
+    match = _SIZE.search(size or "")
+    return float(match.group(1)) * _SCALE[match.group(2).lower()] if match else -1.0
 
 
 # ---- task ------------------------------------------------------------------------------------------

@@ -62,3 +62,10 @@ def test_tables_csv_defuses_formulas_and_json_drops_nan():
     assert rows[1] == ["'=HYPERLINK(\"x\")", "", '{"a": 1}'] and rows[2] == ["-3", "2.5", ""]
     js = to_json(t)
     assert js["rows"][0]["value"] is None and js["rows"][0]["meta"] == {"a": 1}
+
+
+def test_model_sizes_sort_by_parameter_count():
+    from harness.leaderboard.views import size_value
+
+    sizes = ["70B", "", "135M", "7B", "1.5b", "14B"]
+    assert sorted(sizes, key=size_value) == ["", "135M", "1.5b", "7B", "14B", "70B"]
