@@ -57,6 +57,7 @@ def eval_cmd(
     task_opt: Annotated[list[str] | None, typer.Option("-T", help="Task option key=value")] = None,
     model_opt: Annotated[list[str] | None, typer.Option("-M", help="Model/generation setting key=value")] = None,
     judge: Annotated[str | None, typer.Option(help="Judge model spec for LLM-graded tasks")] = None,
+    judge_opt: Annotated[list[str] | None, typer.Option("-J", help="Judge setting key=value (e.g. base_url)")] = None,
     limit: Annotated[int | None, typer.Option(help="Evaluate only the first N samples")] = None,
     seed: Annotated[int, typer.Option(help="Seed for sampling and bootstrap")] = 0,
     epochs: Annotated[int, typer.Option(help="Repeat each sample N times")] = 1,
@@ -87,13 +88,14 @@ def eval_cmd(
         task, model, judge, seed, epochs = c["task"], c["model"], c.get("judge"), c.get("seed", 0), c.get("epochs", 1)
         task_opt = [f"{k}={v!r}" for k, v in (c.get("task_options") or {}).items()]
         model_opt = [f"{k}={v!r}" for k, v in (c.get("model_settings") or {}).items()]
+        judge_opt = [f"{k}={v!r}" for k, v in (c.get("judge_settings") or {}).items()]
         limit = limit if limit is not None else c.get("limit")
         resume = stored.name
     if not task or not model:
         fail("--task and --model are required (or --resume RUN)")
     cfg = EvalConfig(
         task=task, model=model, task_options=parse_kv(task_opt, "-T"), model_settings=parse_kv(model_opt, "-M"),
-        judge=judge, limit=limit, seed=seed, epochs=epochs,
+        judge=judge, judge_settings=parse_kv(judge_opt, "-J"), limit=limit, seed=seed, epochs=epochs,
         sample_ids=[s.strip() for s in samples.split(",") if s.strip()] if samples else None,
         concurrency=concurrency, use_cache=not no_cache, run_name=resume or run_name, db_url=db,
         progress=not no_progress,

@@ -35,6 +35,7 @@ from harness.types import Metric, Output, Request, Sample, Score, Usage, stable_
 
 FLUSH_SECONDS = 0.5
 FLUSH_ROWS = 1000
+SCORE_CONCURRENCY = 64
 GENERATION_KEYS = ("temperature", "max_tokens", "top_p", "seed", "stop", "logprobs")
 
 
@@ -49,6 +50,7 @@ class EvalConfig:
     task_options: dict[str, Any] = field(default_factory=dict)
     model_settings: dict[str, Any] = field(default_factory=dict)
     judge: str | None = None
+    judge_settings: dict[str, Any] = field(default_factory=dict)
     limit: int | None = None
     seed: int = 0
     epochs: int = 1
@@ -69,6 +71,7 @@ class EvalConfig:
             "model": self.model,
             "model_settings": self.model_settings,
             "judge": self.judge,
+            "judge_settings": self.judge_settings,
             "seed": self.seed,
             "epochs": self.epochs,
         }
@@ -183,7 +186,7 @@ class Runner:
         spec = self.cfg.judge or (self.task.default_judge if self.task.needs_judge else None)
         if spec is None:
             return None, None
-        return build_model(spec, {}, {"text"}), spec
+        return build_model(spec, self.cfg.judge_settings, {"text"}), spec
 
     def open_run(self, model: Model, judge_spec: str | None, n_planned: int) -> RunRow:
         identity = self.cfg.identity(self.task)
@@ -292,6 +295,28 @@ class Runner:
             result = await result
         return result  # type: ignore[return-value]
 
+    async def _score_all(self, items: list[_Item], ctx: ScoreContext) -> dict[int, tuple[Score | None, str]]:
+        """Score a chunk. Async scorers (judges) run concurrently, up to SCORE_CONCURRENCY samples
+        at once, so a large-batch candidate does not leave the judge with one sample in flight;
+        plain functions run inline (no per-sample task overhead)."""
+
+        async def one(item: _Item) -> tuple[Score | None, str]:
+            try:
+                return await self._score(item, item.output, ctx), ""  # type: ignore[arg-type]
+            except Exception as exc:
+                return None, f"scorer: {exc}\n{traceback.format_exc(limit=3)}"
+
+        if not inspect.iscoroutinefunction(self.task.score) or len(items) <= 1:
+            return {id(i): await one(i) for i in items}
+        gate = asyncio.Semaphore(SCORE_CONCURRENCY)
+
+        async def gated(item: _Item) -> tuple[Score | None, str]:
+            async with gate:
+                return await one(item)
+
+        results = await asyncio.gather(*(gated(i) for i in items))
+        return {id(i): r for i, r in zip(items, results, strict=True)}
+
     async def _process_chunk(self, chunk: list[_Item], model: Model, run_id: int, ctx: ScoreContext,
                              use_cache: bool) -> None:
         ready: list[_Item] = []
@@ -332,17 +357,16 @@ class Runner:
                         {"key": item.cache_key, "model_spec": model.spec, "response": out.to_dict(),
                          "created_at": utcnow()}
                     )
+        scored = await self._score_all([i for i in ready if i.output is not None and i.output.error is None], ctx)
         for item in ready:
             out = item.output
             assert out is not None
             if out.error is not None:
                 self._record(self._row(item, run_id, out, None, out.error, "model"))
                 continue
-            try:
-                score = await self._score(item, out, ctx)
-            except Exception as exc:
-                tb = traceback.format_exc(limit=3)
-                self._record(self._row(item, run_id, out, None, f"scorer: {exc}\n{tb}", "scorer"))
+            score, err = scored[id(item)]
+            if score is None:
+                self._record(self._row(item, run_id, out, None, err, "scorer"))
                 continue
             # judge verdict records (harness.judge.attach) become rows of the judgements table;
             # the details keep a copy so the per-sample view shows them

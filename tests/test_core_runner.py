@@ -198,3 +198,25 @@ def test_modality_mismatch_is_refused_before_any_call(sqlite_url):
         Runner(EvalConfig(task="toy", model="test:counting", progress=False), session_factory=open_db(sqlite_url),
                task=task, model=model).run()
     assert model.served == 0
+
+
+def test_async_scorers_of_a_batch_run_concurrently(sqlite_url):
+    import asyncio
+
+    state = {"now": 0, "peak": 0}
+
+    async def slow_score(sample: Sample, output: Output, ctx: ScoreContext) -> Score:
+        state["now"] += 1
+        state["peak"] = max(state["peak"], state["now"])
+        await asyncio.sleep(0.02)
+        state["now"] -= 1
+        return Score({"acc": 1.0})
+
+    task = _toy_task()
+    task.score = slow_score
+    model = CountingModel()
+    model.batch_size, model.concurrency = 8, 1
+    s = Runner(EvalConfig(task="toy", model="test:counting", progress=False), session_factory=open_db(sqlite_url),
+               task=task, model=model).run()
+    assert s.n_new == 8 and s.n_errors == 0
+    assert state["peak"] == 8  # the whole batch was being judged at once
