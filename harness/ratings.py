@@ -40,7 +40,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from scipy.special import expit
 
 ELO_SCALE = 400.0 / math.log(10.0)
 ELO_BASE = 1000.0
@@ -52,6 +51,11 @@ OUTCOME_ALIASES = {
     "tie": "tie", "a=b": "tie", "draw": "tie",
     "both_bad": "both_bad", "tie (bothbad)": "both_bad", "bothbad": "both_bad", "both bad": "both_bad",
 }
+
+
+def expit(x: np.ndarray | float) -> np.ndarray:
+    """The logistic function, overflow-free (numpy only: the core does not depend on scipy)."""
+    return 0.5 * (1.0 + np.tanh(0.5 * np.asarray(x, dtype=float)))
 
 
 class RatingsError(ValueError):
