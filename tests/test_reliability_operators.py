@@ -336,6 +336,7 @@ def test_extractors() -> None:
     assert extract_code("```python\ndef f(x):  # add\n    return  x+1\n```") == "def f(x):\nreturn x+1"
     assert prompts.parse_judge("Score: 7") == 0.7 and prompts.parse_judge("8/10") == 0.8
     assert prompts.parse_judge("no idea") is None and prompts.parse_judge("Score: 15") == 1.0
+    assert prompts.parse_judge(" 6.\n") == 0.6 and prompts.parse_judge("#### 10") is None
     assert prompts.parse_issues('```json\n{"issues": [{"problem": "x"}]}\n```') == [{"problem": "x"}]
     assert prompts.parse_issues("[]") == [] and prompts.parse_issues("looks fine") is None
     assert prompts.issues_or_raw("step 2 is wrong") == [{"problem": "step 2 is wrong"}]

@@ -16,7 +16,8 @@ from typing import Any
 KEEP_FORMAT = "Keep the final-answer format that the task asks for (for example a last line '#### <answer>')."
 
 JUDGE = (
-    "You are a strict grader. Judge whether the response below correctly and completely solves the task.\n\n"
+    "You are a strict grader. Do not solve the task yourself: judge whether the response below correctly and "
+    "completely solves it.\n\n"
     "## Task\n{question}\n\n## Response\n{response}\n\n"
     "Reply with a single line 'Score: N', where N is an integer from 0 (certainly wrong) to 10 (certainly correct)."
 )
@@ -88,6 +89,8 @@ _DIFFICULTY = re.compile(r"difficulty\s*[:=]\s*(\d+(?:\.\d+)?)", re.IGNORECASE)
 def parse_judge(text: str) -> float | None:
     """0-10 score -> quality in [0, 1]; None when the reply has no score."""
     found = _SCORE.findall(text) or _OUT_OF.findall(text)
+    if not found and re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*\.?\s*", text):  # a bare "7" is a score too
+        found = [text.strip().rstrip(".")]
     if not found:
         return None
     return min(max(float(found[-1]), 0.0), 10.0) / 10.0
