@@ -12,12 +12,13 @@ Containment when running as root with util-linux ``unshare`` (the CI and dev mac
   killed, the kernel kills everything it left behind (fork bombs, daemons); ``RLIMIT_NPROC`` under a
   dedicated, randomly chosen uid (200000-299999, no passwd entry) caps how many it may have at once
   (the cap counts per uid, so each run gets its own uid);
-* **filesystem**: a new mount namespace in which every mount is remounted read-only except the
-  private work dir (and ``allow_write_paths``); a fresh small tmpfs covers /dev/shm. The program also
-  runs as the unprivileged uid, so it cannot undo the remount. Directories the host keeps private
-  (e.g. /root, mode 0700) stay unreadable; the interpreter's own prefix (and ``read_paths``) is
-  exposed read-only by covering the blocking ancestor with an empty tmpfs and bind-mounting just
-  those paths back (so the rest of /root is *hidden*, not merely protected);
+* **filesystem**: a new mount namespace in which other users' and jobs' places (``HIDDEN_DIRS``:
+  /tmp, /var/tmp, /root, /home, /run, /mnt, ...) are covered with empty tmpfs, the work dir,
+  ``allow_write_paths``, the interpreter's prefix and ``read_paths`` are bind-mounted back into
+  them, and then every mount is remounted read-only except the work dir and ``allow_write_paths``
+  (verified by write probes before the program starts); a fresh small tmpfs covers /dev/shm. The
+  program runs as the unprivileged uid, so it cannot undo any of it. The rest of the system (/usr,
+  /etc, the repository) stays readable, as an interpreter needs;
 * **resources**: ``RLIMIT_AS`` = memory_mb, ``RLIMIT_CPU`` ~ timeout, ``RLIMIT_FSIZE``, no core
   dumps, plus a wall-clock timeout enforced by the parent (SIGKILL of the whole namespace);
 * **environment**: a clean one (PATH, HOME and TMPDIR = the work dir, LANG), plus ``env``.
@@ -56,6 +57,9 @@ DEFAULT_NPROC = 64
 _UID_RANGE = (200_000, 299_999)
 _MEMORY_MARKERS = ("MemoryError", "std::bad_alloc", "Cannot allocate memory", "out of memory", "Out of memory")
 _BASE_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"}
+# Covered with an empty tmpfs inside the sandbox (other users' and jobs' files: temp dirs, homes,
+# runtime sockets); the work dir, allow_write_paths and read paths under them are mapped back.
+HIDDEN_DIRS = ("/root", "/home", "/tmp", "/var/tmp", "/run", "/mnt", "/media", "/srv")
 
 
 @dataclass
@@ -237,6 +241,7 @@ def spawn_sandboxed(
                 *_interpreter_prefixes(argv[0]),
                 *[os.path.abspath(p) for p in [*read_paths, *allow_write_paths]],
             ],
+            "hide": list(HIDDEN_DIRS),
             "uid": uid,
             "limits": limits,
         }
@@ -354,74 +359,72 @@ def _read_back(handle: IO[bytes]) -> str:
 # The launcher runs as root inside the new namespaces (pid 1 is unshare's child; this execs into the
 # program so that the program is the namespace's init). Standard library only, run with -I -S.
 _LAUNCHER = r"""
-import ctypes, json, os, resource, sys
+import ctypes, errno, json, os, resource, sys
 spec = json.loads(sys.argv[1])
 libc = ctypes.CDLL(None, use_errno=True)
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = (
     1, 2, 4, 8, 32, 4096, 16384, 1 << 18)
-MNT_DETACH = 2
 
 def mount(src, target, fstype, flags, data=None):
     rc = libc.mount(src and src.encode(), target.encode(), fstype and fstype.encode(), ctypes.c_ulong(flags),
                     data and data.encode())
     if rc != 0:
-        raise OSError(ctypes.get_errno(), "mount %s: %s" % (target, os.strerror(ctypes.get_errno())))
+        err = ctypes.get_errno()
+        raise OSError(err, "mount %s: %s" % (target, os.strerror(err)))
 
 def fail(msg):
     sys.stderr.write("sandbox setup failed: %s\n" % msg)
     os._exit(125)
 
-def traversable(path):
-    st = os.stat(path)
-    return bool(st.st_mode & 0o001)
+def under(path, roots):
+    return any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots)
 
-def blocking_ancestor(path):
+def blocking_ancestors(path):
     parts = path.strip("/").split("/")
+    out = []
     for i in range(1, len(parts)):
         anc = "/" + "/".join(parts[:i])
-        if not traversable(anc):
-            return anc
-    return None
+        if not os.stat(anc).st_mode & 0o001:
+            out.append(anc)
+    return out[:1]
 
 def mountpoints():
     out = []
     with open("/proc/self/mountinfo") as fh:
         for line in fh:
             fields = line.split()
-            mp = fields[4].encode().decode("unicode_escape")
-            opts = fields[5].split(",")
-            out.append((mp, opts))
+            out.append((fields[4].encode().decode("unicode_escape"), fields[5].split(",")))
     return out
 
 try:
     mount(None, "/", None, MS_REC | MS_PRIVATE)
-    # Expose read paths hidden behind private ancestors: stage, cover ancestor with tmpfs, bind back.
-    readable = [p for p in dict.fromkeys(spec["readable"]) if os.path.isdir(p) and blocking_ancestor(p)]
-    stages = []
-    for n, path in enumerate(readable):
-        stage = os.path.join(spec["workdir"], ".sandbox-stage-%d" % n)
-        os.mkdir(stage)
-        mount(path, stage, None, MS_BIND | MS_REC)
-        stages.append((path, stage))
+    writable = [os.path.realpath(p) for p in spec["writable"]]
+    readable = [os.path.realpath(p) for p in spec["readable"] if os.path.exists(p)]
+    expose = list(dict.fromkeys(readable + writable))
+    # Hold every exposed path by an O_PATH descriptor: after the directories around them are covered
+    # with empty tmpfs they are bind-mounted back from /proc/self/fd.
+    fds = {p: os.open(p, os.O_PATH) for p in expose}
+    hide = [h for h in spec["hide"] if os.path.isdir(h)]
+    for p in expose:
+        hide += blocking_ancestors(p)
     covered = []
-    for anc in sorted({blocking_ancestor(p) for p, _ in stages}, key=len):
-        if not any(anc == c or anc.startswith(c + "/") for c in covered):
-            mount("tmpfs", anc, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m")
-            covered.append(anc)
-    for path, stage in stages:
-        os.makedirs(path, exist_ok=True)
-        mount(stage, path, None, MS_BIND | MS_REC)
-    for path, stage in stages:
-        libc.umount2(stage.encode(), MNT_DETACH)
-        os.rmdir(stage)
+    for h in sorted(set(hide), key=len):
+        if not under(h, covered):
+            mount("tmpfs", h, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=4m")
+            covered.append(h)
+    for p in sorted(expose, key=len):
+        if os.path.isdir("/proc/self/fd/%d" % fds[p]):
+            os.makedirs(p, exist_ok=True)
+        elif not os.path.exists(p):
+            os.makedirs(os.path.dirname(p), exist_ok=True)
+            open(p, "a").close()
+        mount("/proc/self/fd/%d" % fds[p], p, None, MS_BIND | MS_REC)
+        os.close(fds[p])
     if os.path.isdir("/dev/shm"):
         mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777,size=64m")
-    writable = [os.path.realpath(p) for p in spec["writable"]]
-    for path in writable:
-        mount(path, path, None, MS_BIND | MS_REC)
     keep = set(writable) | {"/proc", "/dev/shm"}
     for mp, opts in mountpoints():
-        if mp in keep or any(mp.startswith(w + "/") for w in writable) or mp.startswith("/proc/"):
+        if mp in keep or under(mp, writable) or mp.startswith("/proc/"):
             continue
         flags = MS_REMOUNT | MS_BIND | MS_RDONLY
         flags |= (MS_NOSUID if "nosuid" in opts else 0) | (MS_NODEV if "nodev" in opts else 0)
@@ -429,17 +432,20 @@ try:
         try:
             mount(None, mp, None, flags)
         except OSError as exc:
-            if mp == "/" or mp.startswith("/tmp") or mp.startswith("/work"):
+            if exc.errno != errno.ENOENT and mp == "/":  # ENOENT: a mount now hidden under a cover
                 raise
-    # verify before handing over: the root must now refuse writes
-    probe = "/.sandbox-write-probe-%d" % os.getpid()
-    try:
-        open(probe, "w").close()
-    except OSError:
-        pass
-    else:
+    # verify before handing over: nothing but the writable paths may accept a new file
+    others = [mp for mp, _ in mountpoints() if not under(mp, ["/proc", "/sys", "/dev", *writable])]
+    for probe_dir in dict.fromkeys(["/", *covered, *others]):
+        if not os.path.isdir(probe_dir):
+            continue
+        probe = os.path.join(probe_dir, ".sandbox-write-probe-%d" % os.getpid())
+        try:
+            open(probe, "w").close()
+        except OSError:
+            continue
         os.unlink(probe)
-        fail("root filesystem still writable")
+        fail("%s still writable" % probe_dir)
     lim = spec["limits"]
     resource.setrlimit(resource.RLIMIT_AS, (lim["as"], lim["as"]))
     resource.setrlimit(resource.RLIMIT_CPU, (lim["cpu"], lim["cpu"] + 1))

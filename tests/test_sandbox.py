@@ -223,3 +223,36 @@ def test_missing_program_is_error() -> None:
     result.cleanup()
     assert result.status == "error"
     assert result.returncode != 0
+
+
+@full_isolation
+def test_other_files_in_tmp_are_invisible(tmp_path: Path) -> None:
+    secret = Path(f"/tmp/harness-secret-{uuid.uuid4()}")
+    secret.write_text("top secret")
+    secret.chmod(0o644)
+    try:
+        code = f"import os\nprint(os.path.exists({str(secret)!r}), sorted(os.listdir('/tmp')))\n"
+        result = run_python(code, timeout_s=20, memory_mb=512)
+        result.cleanup()
+    finally:
+        secret.unlink()
+    assert result.status == "ok", result.stderr
+    exists, listing = result.stdout.split(" ", 1)
+    assert exists == "False"
+    # only the path down to its own work dir is there
+    assert listing.strip() == repr([result.workdir.name])
+
+
+def test_best_effort_mode_still_limits_time_and_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    import harness.sandbox as sandbox
+
+    monkeypatch.setitem(sandbox._NS_CACHE, "ok", False)
+    loop = run_python("while True:\n    pass\n", timeout_s=1.5, memory_mb=512)
+    loop.cleanup()
+    assert loop.isolation == "best-effort" and loop.status == "timeout"
+    hog = run_python("x = []\nwhile True:\n    x.append(bytes(100_000_000))\n", timeout_s=20, memory_mb=400)
+    hog.cleanup()
+    assert hog.status == "memory"
+    fine = run_python("import os; print(os.getcwd())", timeout_s=20, memory_mb=512)
+    fine.cleanup()
+    assert fine.status == "ok" and fine.stdout.strip() == str(fine.workdir)
