@@ -53,6 +53,13 @@ def test_interpolation_along_the_curve() -> None:
     assert analysis.quality_at_cost(costs, quals, 0.5) is None
 
 
+def test_usd_cost_basis() -> None:
+    p = _pt("a", 3.0, 0.5)
+    p.usd, p.usd_by_sample, p.cost_by_sample = 0.002, {"s1": 0.002}, {"s1": 3.0}
+    (q,) = analysis.in_usd([p])
+    assert q.cost == 0.002 and q.cost_by_sample == {"s1": 0.002} and p.cost == 3.0
+
+
 def test_describe_spec() -> None:
     assert analysis.describe_spec("vote(hf:x, n=5, extract=gsm8k)") == ("hf:x", "vote", "n=5")
     assert analysis.describe_spec("openai:gpt-4o") == ("openai:gpt-4o", "plain", "")
@@ -190,6 +197,10 @@ def test_report_end_to_end(tmp_path: Path) -> None:
     assert "SemKNN router" in html and "Pareto front" in html
     data = json.loads(js.read_text())
     assert len(data["points"]) == 3 and data["router"]["strongest"] == rr.strongest
+    assert data["cost_basis"] == "normalised"
+    usd = analysis.build_report(sessions, "toy_topics", router=False, cost="usd")
+    assert usd.cost_basis == "usd" and all(p.cost == 0.0 for p in usd.points)
+    assert any("no run has a priced cost" in n for n in usd.notes)
     div = analysis.plot_html(sessions, "toy_topics", router=False)
     assert div.startswith("<div") and "Pareto front" in div
     fig = analysis.chart(sessions, "toy_topics")

@@ -22,6 +22,8 @@ def report_cmd(
     k: Annotated[int, typer.Option(help="Router: nearest neighbours")] = 5,
     seed: Annotated[int, typer.Option(help="Router: train/held-out split seed")] = 0,
     no_router: Annotated[bool, typer.Option("--no-router", help="Skip the router (no embedding model)")] = False,
+    cost: Annotated[str, typer.Option(help="Cost axis: normalised (x one plain call) or usd ($ per sample)")] = (
+        "normalised"),
     db: Annotated[str | None, typer.Option("--db", help="Database URL (default $HARNESS_DB_URL)")] = None,
 ) -> None:
     """Quality vs normalised cost for every (model, operator, budget), Pareto front, router curve."""
@@ -37,19 +39,23 @@ def report_cmd(
         fail("--train-frac must be between 0 and 1")
     if k < 1:
         fail("--k must be at least 1")
+    if cost not in ("normalised", "usd"):
+        fail("--cost must be 'normalised' or 'usd'")
     sessions = _sessions(db)
-    report = analysis.build_report(sessions, task, train_frac=train_frac, seed=seed, k=k, router=not no_router)
+    report = analysis.build_report(sessions, task, train_frac=train_frac, seed=seed, k=k, router=not no_router,
+                                   cost=cost)
     if not report.points:
         fail(f"no scored runs{f' of task {task!r}' if task else ''} in the database")
     console = Console()
     front = {p.run_id for p in report.front}
     table = Table(title=f"Quality vs normalised cost{f' · {task}' if task else ''}")
-    for col in ("task", "base model", "operator", "budget", "quality", "95% CI", "norm. cost", "$/sample", "n",
-                "front"):
-        table.add_column(col, justify="right" if col in ("quality", "norm. cost", "$/sample", "n") else "left")
+    cost_col = "norm. cost" if cost == "normalised" else "cost ($)"
+    for col in ("task", "base model", "operator", "budget", "quality", "95% CI", cost_col, "$/sample", "n", "front"):
+        table.add_column(col, justify="right" if col in ("quality", cost_col, "$/sample", "n") else "left")
     for p in sorted(report.points, key=lambda p: (p.task, p.cost)):
         table.add_row(p.task, p.base, p.operator, p.budget, f"{p.quality:.3f}", f"[{p.ci_low:.3f}, {p.ci_high:.3f}]",
-                      f"{p.cost:.2f}", f"{p.usd:.5f}", str(p.n), "*" if p.run_id in front else "")
+                      f"{p.cost:.2f}" if cost == "normalised" else f"{p.cost:.6f}", f"{p.usd:.6f}", str(p.n),
+                      "*" if p.run_id in front else "")
     console.print(table)
     rr = report.router
     if rr is not None:

@@ -59,6 +59,7 @@ class RunPoint:
     n_errors: int
     quality_by_sample: dict[str, float] = field(default_factory=dict)
     cost_by_sample: dict[str, float] = field(default_factory=dict)
+    usd_by_sample: dict[str, float] = field(default_factory=dict)
 
     @property
     def label(self) -> str:
@@ -101,7 +102,7 @@ def load_points(sessions: sessionmaker[Session], task: str | None = None) -> lis
                              .where(SampleResultRow.run_id == run.id)).all()
             q_acc: dict[str, list[float]] = defaultdict(list)
             c_acc: dict[str, list[float]] = defaultdict(list)
-            usd: list[float] = []
+            usd: dict[str, list[float]] = defaultdict(list)
             n_err = 0
             for sid, scores, unscored, error, details, cost in rows:
                 if error is not None:
@@ -109,7 +110,7 @@ def load_points(sessions: sessionmaker[Session], task: str | None = None) -> lis
                     continue
                 split = (details or {}).get("cost") or {}
                 c_acc[sid].append(float(split["normalised"]) if split.get("normalised") is not None else 1.0)
-                usd.append(float(cost or 0.0))
+                usd[sid].append(float(cost or 0.0))
                 value = (scores or {}).get(metric)
                 if unscored is None and value is not None:
                     q_acc[sid].append(float(value))
@@ -117,6 +118,7 @@ def load_points(sessions: sessionmaker[Session], task: str | None = None) -> lis
                 continue
             q_by = {sid: sum(v) / len(v) for sid, v in q_acc.items()}
             c_by = {sid: sum(v) / len(v) for sid, v in c_acc.items()}
+            usd_by = {sid: sum(v) / len(v) for sid, v in usd.items()}
             est = mean_ci(list(q_by.values()))
             model_spec = str((run.config or {}).get("model", ""))
             try:
@@ -125,8 +127,17 @@ def load_points(sessions: sessionmaker[Session], task: str | None = None) -> lis
                 base, op, budget = model_spec, "plain", ""
             points.append(RunPoint(run.id, run.name, task_row.name, model_spec, base, op, budget, est.value,
                                    est.ci_low, est.ci_high, float(np.mean(list(c_by.values()))),
-                                   float(np.mean(usd)) if usd else 0.0, est.n, n_err, q_by, c_by))
+                                   float(np.mean(list(usd_by.values()))) if usd_by else 0.0, est.n, n_err, q_by,
+                                   c_by, usd_by))
     return points
+
+
+def in_usd(points: Sequence[RunPoint]) -> list[RunPoint]:
+    """The same points with cost = $ per sample instead of normalised cost: the comparable axis when
+    runs use different base models (each normalised cost is relative to its own base model)."""
+    from dataclasses import replace
+
+    return [replace(p, cost=p.usd, cost_by_sample=dict(p.usd_by_sample)) for p in points]
 
 
 def pareto_front(points: Sequence[RunPoint]) -> list[RunPoint]:
@@ -279,13 +290,24 @@ class Report:
     front: list[RunPoint]
     router: RouterReport | None
     notes: list[str] = field(default_factory=list)
+    cost_basis: str = "normalised"
 
 
 def build_report(sessions: sessionmaker[Session], task: str | None = None, *, train_frac: float = 0.5,
-                 seed: int = 0, k: int = 5, router: bool = True,
+                 seed: int = 0, k: int = 5, router: bool = True, cost: str = "normalised",
                  embed: Callable[[Sequence[str]], np.ndarray] | None = None) -> Report:
+    """``cost="normalised"`` (x one plain call of each run's base model) or ``"usd"`` ($ per sample)."""
+    if cost not in ("normalised", "usd"):
+        raise ValueError(f"cost must be 'normalised' or 'usd', got {cost!r}")
     points = load_points(sessions, task)
     notes = []
+    if cost == "usd":
+        points = in_usd(points)
+        if points and not any(p.usd > 0 for p in points):
+            notes.append("no run has a priced cost (local models cost $0): use the normalised cost")
+    elif len({p.base for p in points}) > 1:
+        notes.append("runs use different base models; normalised costs are relative to each run's own base "
+                     "model (use --cost usd to compare in dollars)")
     tasks = sorted({p.task for p in points})
     if task is None and len(tasks) > 1:
         notes.append(f"runs of {len(tasks)} tasks mixed ({', '.join(tasks)}); pass --task to separate them")
@@ -299,7 +321,7 @@ def build_report(sessions: sessionmaker[Session], task: str | None = None, *, tr
         if rr is None and not notes:
             notes.append("router not fitted: needs at least two runs sharing at least four samples")
     front = [p for t in tasks for p in pareto_front([q for q in points if q.task == t])]  # per task
-    return Report(task, points, front, rr, notes)
+    return Report(task, points, front, rr, notes, cost)
 
 
 # ---- plot ---------------------------------------------------------------------------------------------
@@ -342,7 +364,8 @@ def figure_dict(report: Report) -> dict[str, Any]:
                      "hovertemplate": "%{text}<br>cost %{x:.2f}x<br>quality %{y:.3f}<extra></extra>"})
     title = "Reliability: quality vs normalised cost" + (f" · {report.task}" if report.task else "")
     layout = {"title": {"text": title, "x": 0}, "template": "plotly_white",
-              "xaxis": {"title": {"text": "normalised cost (x one plain call)"}, "type": "log"},
+              "xaxis": {"title": {"text": "normalised cost (x one plain call)" if report.cost_basis == "normalised"
+                                  else "cost per sample ($)"}, "type": "log"},
               "yaxis": {"title": {"text": "quality (primary metric)"}},
               "legend": {"orientation": "h", "y": -0.2}, "margin": {"l": 60, "r": 20, "t": 50, "b": 100}}
     return {"data": data, "layout": layout}
@@ -379,12 +402,13 @@ def plot_html(sessions: sessionmaker[Session], task: str | None = None, *, inclu
 def report_dict(report: Report) -> dict[str, Any]:
     def point(p: RunPoint) -> dict[str, Any]:
         return {"run": p.run_name, "task": p.task, "model": p.model_spec, "base": p.base, "operator": p.operator,
-                "budget": p.budget, "quality": p.quality, "ci": [p.ci_low, p.ci_high], "normalised_cost": p.cost,
+                "budget": p.budget, "quality": p.quality, "ci": [p.ci_low, p.ci_high], "cost": p.cost,
                 "usd_per_sample": p.usd, "n": p.n, "errors": p.n_errors}
 
     rr = report.router
     return {
         "task": report.task,
+        "cost_basis": report.cost_basis,
         "points": [point(p) for p in report.points],
         "pareto_front": [p.run_name for p in report.front],
         "router": None if rr is None else {
