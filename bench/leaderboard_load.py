@@ -3,8 +3,10 @@
 Builds a results database of ``--models`` x ``--tasks`` runs with ``--samples`` sample rows each
 (default 100 x 20 x 1,000 = 2,000 runs, 2 million sample rows; bulk-inserted directly: executemany
 on SQLite, COPY on PostgreSQL), starts the leaderboard with uvicorn in its own process on
-127.0.0.1, and drives it with ``--clients`` concurrent aiohttp clients (a bounded load: each client
-sends its next request when the previous one is answered; gzip accepted, as browsers do).
+127.0.0.1, and drives it with ``--clients`` concurrent connections (a bounded, closed-loop load: each
+sends its next request when the previous one is answered; gzip accepted, as browsers do). The load
+generator is ``wrk`` (Debian package) when installed, else an aiohttp client (``--client``); neither
+decompresses, so the figures are the server's, not the load generator's.
 
 Baseline: the same app with its page cache turned off (``create_app(cache_entries=0)``), so every
 request queries the database and renders the page; the ratio printed is baseline p99 / cached p99.
@@ -208,14 +210,40 @@ async def _load(url: str, n_requests: int, clients: int) -> tuple[list[float], f
             latencies.append(time.perf_counter() - t)
 
     conn = aiohttp.TCPConnector(limit=clients)
-    async with aiohttp.ClientSession(connector=conn) as session:
+    async with aiohttp.ClientSession(connector=conn, auto_decompress=False) as session:
         t0 = time.perf_counter()
         await asyncio.gather(*(client(session) for _ in range(clients)))
         wall = time.perf_counter() - t0
     return latencies, wall, errors
 
 
-def measure(base: str, path: str, n_requests: int, clients: int) -> dict[str, float]:
+def measure_wrk(base: str, path: str, seconds: float, clients: int) -> dict[str, float]:
+    """wrk's own percentiles (``--latency``) and requests/s."""
+    import re
+
+    cmd = ["wrk", "-t2", f"-c{clients}", f"-d{max(1, round(seconds))}s", "--latency", "--timeout", "10s",
+           "-H", "Accept-Encoding: gzip", base + path]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+
+    def ms(text: str) -> float:
+        value, unit = re.fullmatch(r"([0-9.]+)(us|ms|s|m)", text).groups()  # type: ignore[union-attr]
+        return float(value) * {"us": 1e-3, "ms": 1.0, "s": 1e3, "m": 6e4}[unit]
+
+    pct = dict(re.findall(r"^ +(50|99)% +(\S+) *$", out, re.M))
+    if set(pct) != {"50", "99"}:
+        raise RuntimeError(f"cannot read wrk's output:\n{out}")
+    n = int(re.search(r"([0-9]+) requests in", out).group(1))  # type: ignore[union-attr]
+    bad = re.search(r"Non-2xx or 3xx responses: ([0-9]+)", out)
+    errors = re.search(r"Socket errors: connect ([0-9]+), read ([0-9]+), write ([0-9]+), timeout ([0-9]+)", out)
+    return {"n": n, "p50_ms": ms(pct["50"]), "p99_ms": ms(pct["99"]),
+            "rps": float(re.search(r"Requests/sec:\s+([0-9.]+)", out).group(1)),  # type: ignore[union-attr]
+            "errors": (int(bad.group(1)) if bad else 0) + (sum(map(int, errors.groups())) if errors else 0)}
+
+
+def measure(base: str, path: str, n_requests: int, clients: int, client: str = "aiohttp",
+            seconds: float = 10.0) -> dict[str, float]:
+    if client == "wrk":
+        return measure_wrk(base, path, seconds, clients)
     lat, wall, errors = asyncio.run(_load(base + path, n_requests, clients))
     lat.sort()
     return {"n": len(lat), "p50_ms": 1000 * statistics.median(lat), "p99_ms": 1000 * lat[int(0.99 * (len(lat) - 1))],
@@ -238,8 +266,9 @@ def bench_engine(name: str, url: str, args: argparse.Namespace) -> list[dict[str
         try:
             for path in ("/", "/api/overview"):
                 cold, size = first_request_ms(base, path)
-                measure(base, path, min(200, n), args.clients)  # warm-up
-                res = measure(base, path, n, args.clients)
+                measure(base, path, min(200, n), args.clients)  # warm-up (aiohttp: also checks the answers)
+                seconds = args.seconds if entries else args.seconds / 2
+                res = measure(base, path, n, args.clients, args.client, seconds)
                 out.append({"engine": name, "server": label, "path": path, "cold_ms": cold, "bytes": size, **res})
                 print(f"  {name:10s} {label:18s} {path:14s} p50 {res['p50_ms']:7.1f} ms  p99 {res['p99_ms']:7.1f} ms  "
                       f"{res['rps']:7.0f} req/s  (first request {cold:.0f} ms, {size // 1024} KiB, "
@@ -260,9 +289,14 @@ def main() -> None:
     ap.add_argument("--clients", type=int, default=64)
     ap.add_argument("--requests", type=int, default=4000)
     ap.add_argument("--baseline-requests", type=int, default=300)
+    ap.add_argument("--client", choices=["wrk", "aiohttp"], default="wrk" if shutil.which("wrk") else "aiohttp",
+                    help="load generator (default: wrk when installed)")
+    ap.add_argument("--seconds", type=float, default=10.0, help="wrk: seconds per measurement")
     ap.add_argument("--keep", type=Path, help="build the databases here and keep them")
+    ap.add_argument("--reuse", action="store_true", help="with --keep (sqlite) / --pg-url: the database is filled")
     args = ap.parse_args()
-    tmp = Path(tempfile.mkdtemp(prefix="lb-bench-", dir=args.keep))
+    tmp = args.keep if args.keep and args.reuse else Path(tempfile.mkdtemp(prefix="lb-bench-", dir=args.keep))
+    print(f"load average at start: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; client {args.client}")
     shutil.chown(tmp, "postgres") if os.geteuid() == 0 else None
     results = []
     stop_pg: list[str] | None = None
@@ -277,8 +311,11 @@ def main() -> None:
                 url, stop_pg = start_postgres(tmp, free_port())
             print(f"{engine}: building {args.models} models x {args.tasks} tasks x {args.samples} samples ...",
                   flush=True)
-            secs = build_db(url, args.models, args.tasks, args.samples)
-            print(f"{engine}: built in {secs:.0f} s", flush=True)
+            if args.reuse:
+                print(f"{engine}: reusing {url}", flush=True)
+            else:
+                secs = build_db(url, args.models, args.tasks, args.samples)
+                print(f"{engine}: built in {secs:.0f} s", flush=True)
             results += bench_engine(engine, url, args)
     finally:
         if stop_pg:
@@ -286,7 +323,8 @@ def main() -> None:
         if not args.keep:
             shutil.rmtree(tmp, ignore_errors=True)
     print()
-    print(f"{args.clients} concurrent clients on 127.0.0.1; target: cached p99 < 100 ms")
+    print(f"{args.clients} concurrent clients ({args.client}) on 127.0.0.1; target: cached p99 < 100 ms; "
+          f"load average now {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs (a shared machine)")
     for engine in sorted({r["engine"] for r in results}):
         for path in ("/", "/api/overview"):
             cached = next(r for r in results if r["engine"] == engine and r["path"] == path and r["server"] == "cached")

@@ -38,21 +38,22 @@ async def _table(request: Request, make_view, name: str, fmt: str) -> Response: 
     return await cached(request, _table_response_builder(make_view, name, fmt), headers)
 
 
-def _overview(request: Request, sort: str, dir: str, family: str, modality: str, backend: str, q: str):  # type: ignore[no-untyped-def]
-    params = views.OverviewParams(sort, dir, family, modality, backend, q.strip())
+def _overview(request: Request, sort: str, dir: str, family: str, modality: str, backend: str, q: str,  # type: ignore[no-untyped-def]
+              size: str):
+    params = views.OverviewParams(sort, dir, family, modality, backend, q.strip(), size)
     return lambda: views.overview_view(request.app.state.sessions, request.app.state.cache, params)
 
 
 @router.get("/overview", summary="Models x tasks: headline metric, 95% CI, n, rank range (JSON)")
 async def overview_json(request: Request, sort: str = "avg", dir: str = "", family: str = "", modality: str = "",
-                        backend: str = "", q: str = "") -> Response:
-    return await _table(request, _overview(request, sort, dir, family, modality, backend, q), "overview", "json")
+                        backend: str = "", q: str = "", size: str = "") -> Response:
+    return await _table(request, _overview(request, sort, dir, family, modality, backend, q, size), "overview", "json")
 
 
 @router.get("/overview.csv", summary="Models x tasks (CSV)")
 async def overview_csv(request: Request, sort: str = "avg", dir: str = "", family: str = "", modality: str = "",
-                       backend: str = "", q: str = "") -> Response:
-    return await _table(request, _overview(request, sort, dir, family, modality, backend, q), "overview", "csv")
+                       backend: str = "", q: str = "", size: str = "") -> Response:
+    return await _table(request, _overview(request, sort, dir, family, modality, backend, q, size), "overview", "csv")
 
 
 @router.get("/tasks", summary="Tasks with run and model counts (JSON)")

@@ -19,8 +19,8 @@ def _clamp(v: int, lo: int, hi: int) -> int:
 
 @router.get("/")
 async def overview(request: Request, sort: str = "avg", dir: str = "", family: str = "", modality: str = "",
-                   backend: str = "", q: str = "") -> Response:
-    params = views.OverviewParams(sort, dir, family, modality, backend, q.strip())
+                   backend: str = "", q: str = "", size: str = "") -> Response:
+    params = views.OverviewParams(sort, dir, family, modality, backend, q.strip(), size)
     app = request.app
 
     def build() -> tuple[bytes, str]:

@@ -48,13 +48,21 @@ class OverviewParams:
     modality: str = ""
     backend: str = ""
     q: str = ""
-
-    def key(self) -> tuple[str, ...]:
-        return (self.sort, self.dir, self.family, self.modality, self.backend, self.q)
+    size: str = ""  # a SIZE_BUCKETS label
 
     def as_dict(self) -> dict[str, str]:
         return {"sort": self.sort, "dir": self.dir, "family": self.family, "modality": self.modality,
-                "backend": self.backend, "q": self.q}
+                "backend": self.backend, "size": self.size, "q": self.q}
+
+
+# parameter-count buckets for the size filter: label -> [low, high)
+SIZE_BUCKETS = {"<1B": (0.0, 1e9), "1-10B": (1e9, 1e10), "10-100B": (1e10, 1e11), ">=100B": (1e11, float("inf")),
+                "unknown": (-1.0, 0.0)}
+
+
+def in_size_bucket(size: str, bucket: str) -> bool:
+    lo, hi = SIZE_BUCKETS.get(bucket, (-math.inf, math.inf))
+    return lo <= size_value(size) < hi
 
 
 def overview_view(sessions: sessionmaker[Session], cache: ViewCache, p: OverviewParams) -> View:
@@ -69,6 +77,8 @@ def overview_view(sessions: sessionmaker[Session], cache: ViewCache, p: Overview
     lines = []
     for src in data.lines:
         if p.backend and src.backend != p.backend:
+            continue
+        if p.size and not in_size_bucket(src.size, p.size):
             continue
         if p.q and p.q.lower() not in f"{src.model} {src.spec}".lower():
             continue
@@ -124,7 +134,7 @@ def overview_view(sessions: sessionmaker[Session], cache: ViewCache, p: Overview
     return View("overview.html", {
         "page_title": "Leaderboard", "nav": "overview", "tasks": tasks, "lines": lines, "params": p.as_dict(),
         "sort": sort, "desc": desc, "rank_key": rank_key, "families": data.families,
-        "modalities": data.modalities, "backends": data.backends, "n_runs": n_runs,
+        "modalities": data.modalities, "backends": data.backends, "n_runs": n_runs, "sizes": list(SIZE_BUCKETS),
         "provisional_n": PROVISIONAL_N, "format_rank": format_rank,
     }, {"overview": table})
 

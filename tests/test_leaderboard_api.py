@@ -76,6 +76,9 @@ def test_overview_ranks_and_sorts(site):
     # filters: a family nobody has empties the table; a backend filter keeps its models
     assert client.get("/api/overview?family=3d").json()["rows"] == []
     assert len(client.get("/api/overview?backend=builtin&q=echo").json()["rows"]) == 1
+    # sizes: only the hostile model has one, and it is not a number
+    assert [r["model"] for r in client.get("/api/overview?size=unknown").json()["rows"]] != []
+    assert client.get("/api/overview?size=1-10B").json()["rows"] == []
 
 
 def test_csv_exports_match_json(site):
