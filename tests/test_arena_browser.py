@@ -90,6 +90,8 @@ def test_vote_through_the_page_and_see_the_reveal(live, browser):
     page.wait_for_function("Array.from(document.images).every(i => i.complete && i.naturalWidth > 0)")
     srcs = [images.nth(i).get_attribute("src") for i in range(images.count())]
     assert not [s for s in srcs for m in DEMO_MODELS if m in s]
+    page.click("#side-a .mesh-btn")  # the interactive view: plotly mesh3d from vertices and faces only
+    page.wait_for_selector("#side-a .mesh-view .main-svg")
     _shot(page, tmp, "battle-3d")
     page.click("#vote-tie")
     page.wait_for_selector("#reveal-b .name")

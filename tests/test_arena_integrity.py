@@ -5,7 +5,6 @@ or doubly failed outputs are never served; every vote is stored."""
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
@@ -306,3 +305,53 @@ def test_implausible_voter_excluded_from_ratings(arena):
             vote(bot, battle(bot)["token"], "left")
     data = client.get("/api/arena/ratings", params={"ci": "sandwich"}).json()
     assert data["excluded_voters"] == 1 and data["votes_used"] == 30
+
+
+def test_mesh_view_serves_geometry_only(arena):
+    app, client = arena
+    b = battle(client, "arena-demo-3d")
+    for side in ("left", "right"):
+        url = b[side]["mesh"]
+        assert url and not [w for w in MODEL_WORDS if w in url]
+        r = client.get(url)
+        assert r.status_code == 200
+        trace = r.json()["data"][0]
+        assert trace["type"] == "mesh3d" and len(trace["x"]) == 8 and len(trace["i"]) == 12
+        assert not [w for w in MODEL_WORDS if w in r.text.lower()]  # names in the GLB never leave
+    assert client.get(f"/arena/mesh/{b['battle']}/x").status_code == 404
+
+
+def test_glb_and_obj_readers(tmp_path):
+    import numpy as np
+
+    from harness.leaderboard.arena.demo import box, glb_bytes
+    from harness.leaderboard.arena.mesh import MeshError, read_mesh
+
+    (tmp_path / "m.glb").write_bytes(glb_bytes(*box(2.0), name="x"))
+    v, f = read_mesh(tmp_path / "m.glb")
+    assert f.shape == (12, 3) and np.allclose(v.min(axis=0), [-1, -0.5, -1]) and np.allclose(v.max(axis=0), [1, 1.5, 1])
+    (tmp_path / "m.obj").write_text("v 0 0 0\nv 1 0 0\nv 1 1 0\nv 0 1 0\nf 1/1 2/2 3/3 4/4\n")
+    v, f = read_mesh(tmp_path / "m.obj")
+    assert f.tolist() == [[0, 1, 2], [0, 2, 3]]
+    (tmp_path / "bad.glb").write_bytes(b"nope")
+    with pytest.raises(MeshError):
+        read_mesh(tmp_path / "bad.glb")
+
+
+def test_render_task_without_renders_counts_as_failed(sqlite_url, tmp_path):
+    from harness.store.schema import SampleResultRow
+
+    root = tmp_path / "art"
+    app = create_arena_app(sqlite_url, ArenaConfig(secret="s"), media_roots=[root])
+    runs = seed_renders(app.state.sessions, root, models=("demo-alpha", "demo-bravo"), n_samples=3)
+    with app.state.sessions() as s:  # both models' s001 failed to render, alpha's s002 too
+        for row in s.scalars(select(SampleResultRow)):
+            if row.sample_id == "s001" or (row.sample_id == "s002" and row.run_id == runs["demo-alpha"]):
+                row.details = {"status": "ERR_EXEC", "renders": []}
+        s.commit()
+    with TestClient(app) as client:
+        for _ in range(8):
+            b = battle(client, "arena-demo-3d")
+            assert "object 1:" not in b["prompt"]["text"]  # both failed: never served
+            failed = [side for side in ("left", "right") if b[side]["failed"]]
+            assert len(failed) == 1 and not b[failed[0]]["images"] and b[failed[0]]["mesh"] is None

@@ -145,17 +145,22 @@ def _norm(text: str) -> str:
 class Side:
     row: SampleResultRow
     renders: list[Path]
+    mesh: Path | None = None
 
     @property
     def failed(self) -> bool:
         r = self.row
-        empty = not _norm(r.output) and r.prediction in (None, "", [], {}) and not self.renders
-        return r.error is not None or empty
+        if r.error is not None:
+            return True
+        if media.declares_renders(r.details, r.prediction):  # a 3D task: no picture, no result
+            return not self.renders
+        return not _norm(r.output) and r.prediction in (None, "", [], {})
 
 
 def _side(row: SampleResultRow, roots: list[Path]) -> Side:
     paths = [media.resolve(p, roots) for p in media.render_paths(row.details, row.prediction)]
-    return Side(row, [p for p in paths if p is not None])
+    mesh = media.mesh_path(row.details, row.prediction)
+    return Side(row, [p for p in paths if p is not None], media.resolve(mesh, roots) if mesh else None)
 
 
 def identical(a: Side, b: Side) -> bool:
@@ -266,6 +271,8 @@ def _store(
     for prefix, side in (("l", sl), ("r", sr)):
         for i, p in enumerate(side.renders):
             slots[f"{prefix}{i}"] = str(p)
+        if side.mesh is not None and not side.failed:
+            slots[f"m{prefix}"] = str(side.mesh)
     row = ArenaBattleRow(
         public_id=public_id, task=task, sample_id=sl.row.sample_id, epoch=sl.row.epoch,
         left_model=left, right_model=right, left_result_id=sl.row.id, right_result_id=sr.row.id,
@@ -285,14 +292,19 @@ def describe(session: Session, row: ArenaBattleRow, token: str | None = None, tt
     """What the page shows for a battle: prompt, both outputs and opaque media URLs; no model."""
     left = session.get(SampleResultRow, row.left_result_id) if row.left_result_id else None
     right = session.get(SampleResultRow, row.right_result_id) if row.right_result_id else None
-    slots = sorted(row.media or {}, key=lambda s: (s[0], int(s[1:])))
+    slots = sorted((s for s in row.media or {} if s[1:].isdigit()), key=lambda s: (s[0], int(s[1:])))
 
     def view(prefix: str, r: SampleResultRow | None) -> dict[str, Any]:
         images = [f"/arena/media/{row.public_id}/{s}" for s in slots if s[0] == prefix]
-        failed = r is None or r.error is not None or (not _norm(r.output) and not images and r.prediction in
-                                                       (None, "", [], {}))
+        if r is None or r.error is not None:
+            failed = True
+        elif media.declares_renders(r.details, r.prediction):
+            failed = not images
+        else:
+            failed = not _norm(r.output) and r.prediction in (None, "", [], {})
+        mesh = f"/arena/mesh/{row.public_id}/{prefix}" if f"m{prefix}" in (row.media or {}) else None
         return {"text": "" if r is None or r.error is not None else r.output or "", "failed": failed,
-                "images": images}
+                "images": images, "mesh": mesh}
 
     return {
         "battle": row.public_id,

@@ -7,10 +7,12 @@ PNG text chunk: the arena must leak neither).
 
 from __future__ import annotations
 
+import json
 import struct
 import zlib
 from pathlib import Path
 
+import numpy as np
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -37,6 +39,42 @@ def png_bytes(width: int, height: int, rgb: tuple[int, int, int], text: str = ""
     if text:
         out += chunk(b"tEXt", b"Comment\x00" + text.encode())
     return out + chunk(b"IDAT", zlib.compress(b"".join(rows))) + chunk(b"IEND", b"")
+
+
+def glb_bytes(vertices: np.ndarray, faces: np.ndarray, name: str = "") -> bytes:
+    """A one-node binary glTF (float32 positions, uint32 indices); ``name`` goes into the node and
+    asset metadata, as a model's own code might put it there."""
+    pos = np.asarray(vertices, dtype=np.float32).tobytes()
+    idx = np.asarray(faces, dtype=np.uint32).tobytes()
+    doc = {
+        "asset": {"version": "2.0", "generator": f"demo {name}"},
+        "scene": 0, "scenes": [{"nodes": [0]}],
+        "nodes": [{"mesh": 0, "name": name, "translation": [0.0, 0.5, 0.0]}],
+        "meshes": [{"name": name, "primitives": [{"attributes": {"POSITION": 0}, "indices": 1}]}],
+        "buffers": [{"byteLength": len(pos) + len(idx)}],
+        "bufferViews": [{"buffer": 0, "byteOffset": 0, "byteLength": len(pos)},
+                        {"buffer": 0, "byteOffset": len(pos), "byteLength": len(idx)}],
+        "accessors": [
+            {"bufferView": 0, "componentType": 5126, "count": len(vertices), "type": "VEC3",
+             "min": np.min(vertices, axis=0).tolist(), "max": np.max(vertices, axis=0).tolist()},
+            {"bufferView": 1, "componentType": 5125, "count": int(np.size(faces)), "type": "SCALAR"},
+        ],
+    }
+    js = json.dumps(doc).encode()
+    js += b" " * (-len(js) % 4)
+    binary = pos + idx
+    binary += b"\x00" * (-len(binary) % 4)
+    body = struct.pack("<II", len(js), 0x4E4F534A) + js + struct.pack("<II", len(binary), 0x004E4942) + binary
+    return b"glTF" + struct.pack("<II", 2, 12 + len(body)) + body
+
+
+def box(size: float) -> tuple[np.ndarray, np.ndarray]:
+    """An axis-aligned cube of edge ``size`` centred at the origin: 8 vertices, 12 triangles."""
+    h = size / 2
+    v = np.array([[x, y, z] for x in (-h, h) for y in (-h, h) for z in (-h, h)])
+    f = np.array([[0, 1, 3], [0, 3, 2], [4, 6, 7], [4, 7, 5], [0, 4, 5], [0, 5, 1],
+                  [2, 3, 7], [2, 7, 6], [0, 2, 6], [0, 6, 4], [1, 5, 7], [1, 7, 3]])
+    return v, f
 
 
 def _exists(session: Session, name: str) -> bool:
@@ -91,8 +129,9 @@ def seed_renders(
     sessions: sessionmaker[Session], root: Path, *, task: str = "arena-demo-3d", models: tuple[str, ...] = DEMO_MODELS,
     n_samples: int = 6, views: int = 4, size: int = 64,
 ) -> dict[str, int]:
-    """3D-style runs: every sample has ``views`` render PNGs per model under ``root`` (paths stored
-    relative to it in ``details["renders"]``); sample s000 renders identically for every model."""
+    """3D-style runs: every sample has ``views`` render PNGs and a GLB per model under ``root`` (paths
+    stored relative to it in ``details["renders"]`` and ``details["glb"]``, as tasks/code3d writes
+    them); sample s000 renders identically for every model."""
     runs: dict[str, int] = {}
     root.mkdir(parents=True, exist_ok=True)
     with sessions() as s:
@@ -112,13 +151,15 @@ def seed_renders(
                     stripe = (v * size) // views
                     (root / rel).write_bytes(png_bytes(size, size, colour, text=f"rendered by {model}", stripe=stripe))
                     paths.append(rel)
+                glb = f"{model}/s{i:03d}/model.glb"
+                (root / glb).write_bytes(glb_bytes(*box(0.5 + 0.25 * (m_index if i else 0)), name=model))
                 s.add(SampleResultRow(
                     run_id=run_id, sample_id=f"s{i:03d}", epoch=0,
                     input={"messages": [{"role": "user", "content": [
                         {"type": "text", "text": f"Write Blender code for object {i}: a chair with four legs."}]}],
                         "metadata": {}},
                     output=f"import bpy\n# object {i} variant {m_index if i else 0}\n", prediction=None,
-                    scores={}, details={"renders": paths},
+                    scores={}, details={"renders": paths, "glb": glb},
                 ))
         s.commit()
     return runs

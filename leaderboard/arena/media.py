@@ -55,6 +55,26 @@ def render_paths(details: Any, prediction: Any) -> list[str]:
     return []
 
 
+MESH_KEYS = ("glb", "mesh", "mesh_path")
+MESH_EXT = {".glb", ".obj"}
+
+
+def mesh_path(details: Any, prediction: Any) -> str | None:
+    """The exported mesh of a sample row (``glb``/``mesh``/``mesh_path`` in details or prediction)."""
+    for holder in (details, prediction):
+        if isinstance(holder, dict):
+            for key in MESH_KEYS:
+                value = holder.get(key)
+                if isinstance(value, str) and Path(value).suffix.lower() in MESH_EXT:
+                    return value
+    return None
+
+
+def declares_renders(details: Any, prediction: Any) -> bool:
+    """Whether the row comes from a task that renders (so no renders means the attempt failed)."""
+    return any(isinstance(h, dict) and any(k in h for k in RENDER_KEYS) for h in (details, prediction))
+
+
 def prompt_image_paths(input_: Any) -> list[str]:
     messages = (input_ or {}).get("messages") or []
     out: list[str] = []

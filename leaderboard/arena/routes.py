@@ -123,6 +123,7 @@ def _tasks(request: Request) -> list[str]:
 def arena_page(request: Request, task: str | None = None) -> Response:
     view, message, cookie, status = _battle(request, task)
     ctx = {"base": base_template(), "battle": view, "message": message, "task": task or "", "tasks": _tasks(request),
+           "plotly_src": plotly_src(request.app),
            "title": "Arena", "nav": "arena", "page_title": "Arena"}
     resp = templates.TemplateResponse(request, "arena.html", ctx, status_code=status, headers=NO_STORE)
     return _set_cookie(resp, cookie)
@@ -160,6 +161,24 @@ def arena_media(request: Request, battle: str, slot: str) -> Response:
 
 
 ASSETS = {"arena.css": "text/css", "arena.js": "text/javascript"}
+
+
+@router.get("/arena/mesh/{battle}/{side}", include_in_schema=False)
+def arena_mesh(request: Request, battle: str, side: str) -> Response:
+    """The battle's mesh for one side as a plotly mesh3d figure (vertices and faces only)."""
+    from .mesh import MeshError, mesh_figure, read_mesh
+
+    with request.app.state.sessions() as s:
+        paths = s.scalar(select(ArenaBattleRow.media).where(ArenaBattleRow.public_id == battle)) or {}
+    slot = f"m{side}"
+    real = media.resolve(paths.get(slot, ""), media_roots(request.app, state(request).cfg)) if slot in paths else None
+    if real is None:
+        raise HTTPException(404, "no such mesh")
+    try:
+        figure = mesh_figure(*read_mesh(real))
+    except (MeshError, KeyError, IndexError, ValueError) as exc:
+        return JSONResponse({"error": f"mesh cannot be shown: {exc}"}, status_code=422, headers=NO_STORE)
+    return JSONResponse(figure, headers=NO_STORE)
 
 
 @router.get("/arena/assets/{name}", include_in_schema=False)

@@ -5,6 +5,17 @@
     document.querySelectorAll("select[data-autosubmit]").forEach(function (el) {
       el.addEventListener("change", function () { el.form.submit(); });
     });
+    document.querySelectorAll("button[data-mesh]").forEach(function (btn) {
+      btn.addEventListener("click", function () {
+        var view = btn.nextElementSibling;
+        btn.disabled = true;
+        fetch(btn.getAttribute("data-mesh")).then(function (r) { return r.json(); }).then(function (fig) {
+          if (!window.Plotly || !fig.data) { btn.textContent = fig.error || "3D view unavailable"; return; }
+          btn.style.display = "none";
+          window.Plotly.newPlot(view, fig.data, fig.layout, {displaylogo: false, responsive: true});
+        });
+      });
+    });
     if (!window.Plotly) return;
     document.querySelectorAll("[data-arena-figure]").forEach(function (el) {
       var src = document.getElementById(el.getAttribute("data-arena-figure"));
