@@ -46,8 +46,13 @@ def config_from_app(app: Any) -> ArenaConfig:
 
 def media_roots(app: Any, cfg: ArenaConfig) -> list[Path]:
     """Where artifact files may be served from: the arena's own roots, the leaderboard's
-    ``app.state.media_roots``, then $HARNESS_MEDIA_ROOT / $HARNESS_ARTIFACTS_DIR."""
+    ``app.state.media_roots``, $HARNESS_MEDIA_ROOT / $HARNESS_ARTIFACTS_DIR, and the folder tasks
+    write artifacts to ($HARNESS_ARTIFACTS, default ./artifacts, as tasks/code3d does) if it exists.
+    Only files a battle row recorded are ever served from them."""
     roots = list(cfg.media_roots) + [Path(p) for p in getattr(app.state, "media_roots", None) or []]
     for var in ("HARNESS_MEDIA_ROOT", "HARNESS_ARTIFACTS_DIR"):
         roots += [Path(p) for p in os.environ.get(var, "").split(os.pathsep) if p]
+    artifacts = Path(os.environ.get("HARNESS_ARTIFACTS", "artifacts"))
+    if artifacts.is_dir():
+        roots.append(artifacts)
     return roots
