@@ -52,7 +52,7 @@ def build_db(url: str, n_models: int, n_tasks: int, n_samples: int, seed: int = 
     from sqlalchemy import insert
 
     from harness.store.db import open_db
-    from harness.store.schema import MetricRow, ModelRow, RunRow, SampleResultRow, TaskRow
+    from harness.store.schema import MetricRow, ModelRow, RunRow, TaskRow
     from harness.types import stable_hash
 
     t0 = time.perf_counter()
@@ -122,13 +122,15 @@ def build_db(url: str, n_models: int, n_tasks: int, n_samples: int, seed: int = 
                 raw.commit()
             finally:
                 raw.close()
-        else:
-            rows = [dict(zip(SAMPLE_COLS, r, strict=True)) for r in sample_rows(rid, acc)]
-            for r in rows:  # JSON columns take Python objects through SQLAlchemy
-                for c in ("input", "target", "prediction", "scores", "details"):
-                    r[c] = json.loads(r[c])
-            with sessions.begin() as s:
-                s.execute(insert(SampleResultRow), rows)
+        else:  # raw executemany with JSON already serialised: what SQLAlchemy would store, 5x faster
+            raw = engine.raw_connection()
+            try:
+                marks = ", ".join("?" * len(SAMPLE_COLS))
+                raw.cursor().executemany(f"INSERT INTO sample_results ({', '.join(SAMPLE_COLS)}) VALUES ({marks})",
+                                         [(*r[:-1], r[-1].isoformat(sep=" ")) for r in sample_rows(rid, acc)])
+                raw.commit()
+            finally:
+                raw.close()
         if rid % 200 == 0:
             print(f"  {rid}/{len(runs)} runs of samples written ({time.perf_counter() - t0:.0f} s)", flush=True)
     if dialect == "postgresql":
