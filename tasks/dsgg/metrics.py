@@ -1,0 +1,778 @@
+"""Dynamic scene graph metrics, vectorised with numpy; usable on its own.
+
+Four families, each documented at its function:
+
+- Action Genome (STTran ``lib/evaluation_recall.py``, TEMPURA's ``calc_mrecall``): PredCls/SGCls/SGDet
+  differ only in what the model is given, not in scoring, so one evaluator serves all three.
+  :func:`evaluate_ag` takes scored per-frame predictions (boxes, labels, object scores, subject-object
+  pairs and the attention/spatial/contacting distributions, as the STTran evaluator does) and returns
+  R@K (per-frame recall averaged over frames) and mR@K (per-predicate hits/counts pooled over the data
+  set, averaged over all 26 predicates; absent predicates contribute 0) under the with / no / semi
+  graph constraint.
+- VidVRD (xdshang/VidVRD-helper ``evaluation/visual_relation_detection.py``): relation detection mAP
+  and R@50/100 with trajectory vIoU >= 0.5, relation tagging P@1/5/10 (:func:`evaluate_vidvrd`).
+- PVSG (OpenPVSG ``utils/rel_metrics.py`` and its test script): R@K / mR@K with temporal vIoU over
+  mask-IoU hit frames, plus the weak (vIoU >= 0.1) and soft (vIoU-weighted) variants
+  (:func:`pvsg_viou`, :func:`evaluate_pvsg`).
+- Set-valued (unranked) MLLM outputs (:func:`set_metrics`): precision, recall, F1, redundancy rate
+  (frame level and temporal), informativeness-weighted recall, computed on one-to-one matches so they
+  sit beside R@K and show the precision-recall trade-off recall alone hides.
+
+Boxes are ``[x1, y1, x2, y2]`` pixel coordinates; box IoU uses the ``+1`` pixel convention of the
+reference evaluators (``bbox_overlaps`` in STTran's Cython helper, ``iou``/``viou`` in VidVRD-helper).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+K_VALUES: tuple[int, ...] = (10, 20, 50, 100)
+N_PREDICATES = 26
+# Action Genome predicate index ranges (STTran order): attention 0-2, spatial 3-8, contacting 9-25
+ATTENTION = (0, 3)
+SPATIAL = (3, 9)
+CONTACTING = (9, 26)
+CONSTRAINTS = ("with", "no", "semi")
+
+
+# ----------------------------------------------------------------------------------------------
+# geometry
+
+
+def box_iou(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Element-wise IoU of two (n, 4) box arrays with the ``+1`` pixel convention of the references
+    (width = x2 - x1 + 1): the convention decides whether a pair sits exactly at 0.5."""
+    a = np.asarray(a, dtype=float).reshape(-1, 4)
+    b = np.asarray(b, dtype=float).reshape(-1, 4)
+    iw = np.minimum(a[:, 2], b[:, 2]) - np.maximum(a[:, 0], b[:, 0]) + 1
+    ih = np.minimum(a[:, 3], b[:, 3]) - np.maximum(a[:, 1], b[:, 1]) + 1
+    inter = np.where((iw > 0) & (ih > 0), iw * ih, 0.0)
+    area_a = (a[:, 2] - a[:, 0] + 1) * (a[:, 3] - a[:, 1] + 1)
+    area_b = (b[:, 2] - b[:, 0] + 1) * (b[:, 3] - b[:, 1] + 1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        iou = inter / (area_a + area_b - inter)
+    # a missing (NaN) box never overlaps anything
+    return np.where(np.isfinite(iou), iou, 0.0)
+
+
+def _join(left_keys: np.ndarray, right_keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """All (i, j) with left_keys[i] == right_keys[j], vectorised (sort + searchsorted + repeat)."""
+    order = np.argsort(right_keys, kind="stable")
+    sorted_keys = right_keys[order]
+    lo = np.searchsorted(sorted_keys, left_keys, side="left")
+    hi = np.searchsorted(sorted_keys, left_keys, side="right")
+    counts = hi - lo
+    left = np.repeat(np.arange(left_keys.size), counts)
+    if left.size == 0:
+        return left, left.copy()
+    starts = np.repeat(lo, counts)
+    offsets = np.arange(left.size) - np.repeat(np.cumsum(counts) - counts, counts)
+    return left, order[starts + offsets]
+
+
+def _keys(frame: np.ndarray, sub: np.ndarray, pred: np.ndarray, obj: np.ndarray) -> np.ndarray:
+    """One int64 per (frame, subject class, predicate, object class): 13 bits per class / predicate
+    field (< 8192), 24 bits of frame (< 16.7M frames)."""
+    as64 = lambda x: np.asarray(x, dtype=np.int64)  # noqa: E731
+    return (as64(frame) << 39) | (as64(sub) << 26) | (as64(pred) << 13) | as64(obj)
+
+
+# ----------------------------------------------------------------------------------------------
+# Action Genome (STTran / TEMPURA)
+
+
+@dataclass
+class AGGroundTruth:
+    """Ground-truth relations of many frames, flattened: row i is one <subject, predicate, object>
+    of frame ``frame[i]`` (frames numbered 0..n_frames-1). Build it with :func:`ag_ground_truth`."""
+
+    frame: np.ndarray
+    sub_cls: np.ndarray
+    pred: np.ndarray
+    obj_cls: np.ndarray
+    sub_box: np.ndarray
+    obj_box: np.ndarray
+    n_frames: int
+
+
+@dataclass
+class AGPrediction:
+    """Scored predictions of many frames, in STTran's ``pred`` layout (flattened over frames).
+
+    ``boxes`` (N, 4), ``labels`` (N,), ``obj_scores`` (N,): detected (or given) objects; ``pair_idx``
+    (P, 2) indexes into them (subject = the person, object); ``pair_frame`` (P,) is STTran's
+    ``im_idx``; ``attention`` (P, 3), ``spatial`` (P, 6), ``contacting`` (P, 17) are the predicate
+    distributions *after* STTran's softmax on attention (pass probabilities, not logits)."""
+
+    boxes: np.ndarray
+    labels: np.ndarray
+    obj_scores: np.ndarray
+    pair_idx: np.ndarray
+    pair_frame: np.ndarray
+    attention: np.ndarray
+    spatial: np.ndarray
+    contacting: np.ndarray
+
+
+def ag_ground_truth(frames: Sequence[dict], person_class: int = 1) -> AGGroundTruth:
+    """Flatten Action Genome frames into :class:`AGGroundTruth`.
+
+    A frame is ``{"person_box": [x1,y1,x2,y2], "objects": [{"class": c, "box": [...],
+    "attention": [i], "spatial": [i, ...], "contacting": [i, ...]}]}`` with predicate indices local
+    to their category (as STTran's dataloader stores them). Like STTran, attention and contacting
+    relations are <person, predicate, object> and spatial ones are reversed <object, predicate, person>."""
+    fr, sub, prd, obj, sbox, obox = [], [], [], [], [], []
+    for f, frame in enumerate(frames):
+        person = np.asarray(frame["person_box"], dtype=float)
+        for o in frame["objects"]:
+            box = np.asarray(o["box"], dtype=float)
+            c = int(o["class"])
+            for local in o.get("attention", []):
+                fr.append(f), sub.append(person_class), prd.append(ATTENTION[0] + int(local)), obj.append(c)
+                sbox.append(person), obox.append(box)
+            for local in o.get("spatial", []):
+                fr.append(f), sub.append(c), prd.append(SPATIAL[0] + int(local)), obj.append(person_class)
+                sbox.append(box), obox.append(person)
+            for local in o.get("contacting", []):
+                fr.append(f), sub.append(person_class), prd.append(CONTACTING[0] + int(local)), obj.append(c)
+                sbox.append(person), obox.append(box)
+    as_int = lambda x: np.asarray(x, dtype=np.int64)  # noqa: E731
+    return AGGroundTruth(as_int(fr), as_int(sub), as_int(prd), as_int(obj),
+                         np.asarray(sbox, dtype=float).reshape(-1, 4), np.asarray(obox, dtype=float).reshape(-1, 4),
+                         len(frames))
+
+
+@dataclass
+class Candidates:
+    """Ranked predicted triplets: ``rank`` is the 0-based position within its frame."""
+
+    frame: np.ndarray
+    sub_cls: np.ndarray
+    pred: np.ndarray
+    obj_cls: np.ndarray
+    sub_box: np.ndarray
+    obj_box: np.ndarray
+    score: np.ndarray
+    rank: np.ndarray
+
+
+def _rank_within_frame(frame: np.ndarray, score: np.ndarray, position: np.ndarray) -> np.ndarray:
+    """Order by frame, then score descending; ties put the *later* candidate first.
+
+    The reference sorts with ``scores.argsort()[::-1]``: reversing an ascending sort puts tied
+    candidates in reverse input order when numpy's sort keeps ties in place (always for the small
+    per-frame arrays it sorts by insertion sort). We reproduce that with a stable sort on
+    (frame, -score, -position) so ties are deterministic at any size."""
+    return np.lexsort((-position, -score, frame))
+
+
+def ag_candidates(pred: AGPrediction, constraint: str = "with", semi_threshold: float = 0.9,
+                  max_rank: int = 100) -> Candidates:
+    """Turn STTran-layout scores into ranked triplets under a graph constraint (top ``max_rank``).
+
+    - ``with``: per pair and category, the argmax predicate (3 triplets per pair);
+    - ``no``: every (row, predicate) of the 3P x 26 score matrix, scored s_sub * s_obj * p, top 100
+      per frame (zero-padded entries included, as the reference's ``argsort_desc`` does);
+    - ``semi``: attention argmax; spatial and contacting predicates with p > ``semi_threshold``.
+    Triplets are then ranked by s_sub * s_obj * p within their frame."""
+    if constraint not in CONSTRAINTS:
+        raise ValueError(f"constraint must be one of {CONSTRAINTS}, got {constraint!r}")
+    pairs = np.asarray(pred.pair_idx, dtype=np.int64).reshape(-1, 2)
+    pf = np.asarray(pred.pair_frame, dtype=np.int64)
+    labels = np.asarray(pred.labels, dtype=np.int64)
+    boxes = np.asarray(pred.boxes, dtype=float).reshape(-1, 4)
+    oscore = np.asarray(pred.obj_scores, dtype=float)
+    blocks = [
+        (pairs[:, 0], pairs[:, 1], np.asarray(pred.attention, dtype=float).reshape(len(pairs), -1), ATTENTION),
+        (pairs[:, 1], pairs[:, 0], np.asarray(pred.spatial, dtype=float).reshape(len(pairs), -1), SPATIAL),
+        (pairs[:, 0], pairs[:, 1], np.asarray(pred.contacting, dtype=float).reshape(len(pairs), -1), CONTACTING),
+    ]
+    # rows in the reference's per-frame order: block (attention, spatial, contacting), then pair
+    frame_parts, sub_parts, obj_parts, pred_parts, p_parts, pos_parts = [], [], [], [], [], []
+    n_pairs = len(pairs)
+    # position of a pair within its frame (pairs are grouped by frame in STTran's layout)
+    pair_order = np.argsort(pf, kind="stable")
+    pair_pos = np.empty(n_pairs, dtype=np.int64)
+    if n_pairs:
+        sorted_pf = pf[pair_order]
+        first = np.searchsorted(sorted_pf, sorted_pf, side="left")
+        pair_pos[pair_order] = np.arange(n_pairs) - first
+        frame_pairs = np.bincount(pf, minlength=int(pf.max()) + 1)[pf]
+    else:
+        frame_pairs = np.zeros(0, dtype=np.int64)
+    if constraint == "no":
+        return _no_constraint_candidates(pf, pair_pos, frame_pairs, blocks, oscore, labels, boxes, max_rank)
+    for b, (s, o, dist, (lo, _hi)) in enumerate(blocks):
+        row = b * frame_pairs + pair_pos  # row index within the frame's 3P x 26 matrix
+        if constraint == "with":
+            arg = dist.argmax(1)
+            best = dist.max(1)
+            # the reference's argmax runs over the 26-wide row with zeros outside the block: an
+            # all-zero block yields predicate 0 with score 0
+            predicate = np.where(best > 0, lo + arg, 0) if b else lo + arg
+            frame_parts.append(pf), sub_parts.append(s), obj_parts.append(o)
+            pred_parts.append(predicate), p_parts.append(best), pos_parts.append(row * N_PREDICATES)
+        elif constraint == "semi":
+            if b == 0:
+                keep = dist[:, 0] + dist[:, 1] > 0
+                frame_parts.append(pf[keep]), sub_parts.append(s[keep]), obj_parts.append(o[keep])
+                pred_parts.append(lo + dist.argmax(1)[keep]), p_parts.append(dist.max(1)[keep])
+                pos_parts.append(row[keep] * N_PREDICATES)
+            else:
+                ok_row = dist[:, 0] + dist[:, 1] > 0
+                r, c = np.nonzero((dist > semi_threshold) & ok_row[:, None])
+                frame_parts.append(pf[r]), sub_parts.append(s[r]), obj_parts.append(o[r])
+                pred_parts.append(lo + c), p_parts.append(dist[r, c]), pos_parts.append(row[r] * N_PREDICATES + lo + c)
+    frame = np.concatenate(frame_parts) if frame_parts else np.zeros(0, np.int64)
+    sub = np.concatenate(sub_parts).astype(np.int64)
+    obj = np.concatenate(obj_parts).astype(np.int64)
+    predicate = np.concatenate(pred_parts).astype(np.int64)
+    p = np.concatenate(p_parts).astype(float)
+    pos = np.concatenate(pos_parts).astype(np.int64)
+    total = oscore[sub] * oscore[obj] * p if sub.size else p
+    order = _rank_within_frame(frame, total, pos)
+    frame, sub, obj, predicate, total = (x[order] for x in (frame, sub, obj, predicate, total))
+    rank = _ranks(frame)
+    keep = rank < max_rank
+    return Candidates(frame[keep], labels[sub[keep]], predicate[keep], labels[obj[keep]],
+                      boxes[sub[keep]], boxes[obj[keep]], total[keep], rank[keep])
+
+
+def _no_constraint_candidates(pf: np.ndarray, pair_pos: np.ndarray, frame_pairs: np.ndarray, blocks: list,
+                              oscore: np.ndarray, labels: np.ndarray, boxes: np.ndarray, max_rank: int,
+                              chunk_cells: int = 4_000_000) -> Candidates:
+    """No constraint: each frame's 3P x 26 matrix (zeros outside a row's category) scored
+    s_sub * s_obj * p, its top 100 kept (``argsort_desc(...)[:100]``: ties at the cut in row-major
+    order) and re-ranked by score with ties reversed (the second sort's ``[::-1]``).
+
+    Frames are laid out as rows of a padded 2-D array (``chunk_cells`` cells at a time) so the top 100
+    come from one ``np.partition`` per chunk instead of a global sort of every cell."""
+    out: list[tuple[np.ndarray, ...]] = []
+    if pf.size == 0:
+        e = np.zeros(0, dtype=np.int64)
+        return Candidates(e, e, e, e, np.zeros((0, 4)), np.zeros((0, 4)), np.zeros(0), e)
+    n_frames = int(pf.max()) + 1
+    width = 3 * int(frame_pairs.max()) * N_PREDICATES
+    # pair index of (frame, position within frame)
+    pair_of = np.full((n_frames, int(frame_pairs.max())), -1, dtype=np.int64)
+    pair_of[pf, pair_pos] = np.arange(pf.size)
+    n_of = np.bincount(pf, minlength=n_frames)
+    step = max(1, chunk_cells // width)
+    cols = np.arange(N_PREDICATES)
+    for start in range(0, n_frames, step):
+        stop = min(n_frames, start + step)
+        sel = (pf >= start) & (pf < stop)
+        local = pf[sel] - start
+        totals = np.full((stop - start, width), -np.inf)
+        for b, (s, o, dist, (lo, hi)) in enumerate(blocks):
+            full = np.zeros((int(sel.sum()), N_PREDICATES))
+            full[:, lo:hi] = dist[sel]
+            prod = (oscore[s[sel]] * oscore[o[sel]])[:, None] * full
+            pos = ((b * frame_pairs[sel] + pair_pos[sel]) * N_PREDICATES)[:, None] + cols[None]
+            totals[local[:, None], pos] = prod
+        k = min(100, width)
+        if width > k:
+            kth = -np.partition(-totals, k - 1, axis=1)[:, k - 1]
+            greater = totals > kth[:, None]
+            tie = (totals == kth[:, None]) & np.isfinite(totals)
+            need = k - greater.sum(1)
+            keep = greater | (tie & (np.cumsum(tie, axis=1) <= need[:, None]))
+        else:
+            keep = np.isfinite(totals)
+        f_loc, pos = np.nonzero(keep)
+        frame = f_loc + start
+        row, c = np.divmod(pos, N_PREDICATES)
+        b, ppos = np.divmod(row, n_of[frame])
+        pair = pair_of[frame, ppos]
+        sub = np.choose(b, [blocks[0][0][pair], blocks[1][0][pair], blocks[2][0][pair]])
+        obj = np.choose(b, [blocks[0][1][pair], blocks[1][1][pair], blocks[2][1][pair]])
+        total = totals[f_loc, pos]
+        order = _rank_within_frame(frame, total, pos)
+        out.append(tuple(x[order] for x in (frame, sub, obj, c, total)))
+    frame, sub, obj, predicate, total = (np.concatenate([o[i] for o in out]) for i in range(5))
+    rank = _ranks(frame)
+    keep = rank < max_rank
+    return Candidates(frame[keep], labels[sub[keep]], predicate[keep], labels[obj[keep]],
+                      boxes[sub[keep]], boxes[obj[keep]], total[keep], rank[keep])
+
+
+def _ranks(sorted_frame: np.ndarray) -> np.ndarray:
+    """0-based position of each row within its (contiguous) frame group."""
+    if sorted_frame.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    start = np.searchsorted(sorted_frame, sorted_frame, side="left")
+    return np.arange(sorted_frame.size) - start
+
+
+def first_hit_rank(gt: AGGroundTruth, cand: Candidates, iou_threshold: float = 0.5) -> np.ndarray:
+    """For each GT relation, the best (lowest) rank of a candidate that matches it, inf if none.
+
+    Match (STTran ``_compute_pred_matches``): same <subject class, predicate, object class> in the same
+    frame, IoU(subject) >= threshold and IoU(object) >= threshold. Several candidates may hit one GT and
+    one candidate may hit several GTs: recall counts GTs, so this is not a one-to-one matching."""
+    gk = _keys(gt.frame, gt.sub_cls, gt.pred, gt.obj_cls)
+    ck = _keys(cand.frame, cand.sub_cls, cand.pred, cand.obj_cls)
+    ci, gi = _join(ck, gk)
+    best = np.full(gk.size, np.inf)
+    if ci.size:
+        ok = (box_iou(cand.sub_box[ci], gt.sub_box[gi]) >= iou_threshold) & \
+             (box_iou(cand.obj_box[ci], gt.obj_box[gi]) >= iou_threshold)
+        np.minimum.at(best, gi[ok], cand.rank[ci[ok]].astype(float))
+    return best
+
+
+@dataclass
+class RecallResult:
+    """R@K and mR@K with the per-frame and per-predicate numbers behind them."""
+
+    ks: tuple[int, ...]
+    recall: dict[int, float]
+    mean_recall: dict[int, float]
+    frame_recall: np.ndarray  # (frames with GT, len(ks))
+    hits: np.ndarray  # (len(ks), n_predicates) GT relations recalled, per predicate
+    counts: np.ndarray  # (n_predicates,) GT relations, per predicate
+    frames: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # frame ids of frame_recall
+
+    def per_predicate(self, k: int) -> np.ndarray:
+        return self.hits[self.ks.index(k)] / (self.counts + 1e-10)
+
+
+def recall_from_ranks(gt_frame: np.ndarray, gt_pred: np.ndarray, best_rank: np.ndarray, n_frames: int,
+                      ks: Sequence[int] = K_VALUES, n_predicates: int = N_PREDICATES) -> RecallResult:
+    """R@K = mean over frames (with GT) of |GT hit within the top K| / |GT|; mR@K = mean over all
+    predicates of pooled hits / (pooled count + 1e-10), so a predicate absent from the GT adds 0
+    (TEMPURA ``calc_mrecall``). Frames without GT relations are skipped (the reference asserts there
+    are none)."""
+    ks = tuple(ks)
+    n_gt = np.bincount(gt_frame, minlength=n_frames)
+    frames = np.nonzero(n_gt)[0]
+    counts = np.bincount(gt_pred, minlength=n_predicates).astype(float)
+    frame_recall = np.zeros((frames.size, len(ks)))
+    hits = np.zeros((len(ks), n_predicates))
+    recall, mrecall = {}, {}
+    for j, k in enumerate(ks):
+        hit = best_rank < k
+        per_frame = np.bincount(gt_frame, weights=hit, minlength=n_frames)[frames] / n_gt[frames]
+        frame_recall[:, j] = per_frame
+        hits[j] = np.bincount(gt_pred[hit], minlength=n_predicates)
+        recall[k] = float(per_frame.mean()) if frames.size else float("nan")
+        mrecall[k] = float(np.mean(hits[j] / (counts + 1e-10)))
+    return RecallResult(ks, recall, mrecall, frame_recall, hits, counts, frames)
+
+
+def evaluate_ag(gt: AGGroundTruth, pred: AGPrediction, constraint: str = "with", iou_threshold: float = 0.5,
+                semi_threshold: float = 0.9, ks: Sequence[int] = K_VALUES) -> RecallResult:
+    """Action Genome R@K / mR@K exactly as STTran's ``BasicSceneGraphEvaluator`` + TEMPURA's mR."""
+    cand = ag_candidates(pred, constraint, semi_threshold, max_rank=max(ks))
+    best = first_hit_rank(gt, cand, iou_threshold)
+    return recall_from_ranks(gt.frame, gt.pred, best, gt.n_frames, ks)
+
+
+# ----------------------------------------------------------------------------------------------
+# VidVRD (VidVRD-helper)
+
+
+def viou(traj_a: np.ndarray, dur_a: Sequence[int], traj_b: np.ndarray, dur_b: Sequence[int]) -> float:
+    """Voluminal IoU of two box trajectories over durations [start, end) (one box per frame),
+    ``+1`` pixel convention: overlap volume over the union of both whole trajectories' volumes."""
+    a = np.asarray(traj_a, dtype=float).reshape(-1, 4)
+    b = np.asarray(traj_b, dtype=float).reshape(-1, 4)
+    start, end = max(dur_a[0], dur_b[0]), min(dur_a[1], dur_b[1])
+    vol = lambda t: float(((t[:, 2] - t[:, 0] + 1) * (t[:, 3] - t[:, 1] + 1)).sum())  # noqa: E731
+    if start >= end:
+        return 0.0
+    sa = a[start - dur_a[0]:end - dur_a[0]]
+    sb = b[start - dur_b[0]:end - dur_b[0]]
+    iw = np.maximum(0, np.minimum(sa[:, 2], sb[:, 2]) - np.maximum(sa[:, 0], sb[:, 0]) + 1)
+    ih = np.maximum(0, np.minimum(sa[:, 3], sb[:, 3]) - np.maximum(sa[:, 1], sb[:, 1]) + 1)
+    overlap = float((iw * ih).sum())
+    return overlap / (vol(a) + vol(b) - overlap)
+
+
+def voc_ap(rec: np.ndarray, prec: np.ndarray) -> float:
+    """VOC area under the precision envelope (VidVRD-helper ``voc_ap``, non-07 variant)."""
+    mrec = np.concatenate(([0.0], rec, [1.0]))
+    mpre = np.concatenate(([0.0], prec, [0.0]))
+    mpre = np.maximum.accumulate(mpre[::-1])[::-1]
+    i = np.nonzero(mrec[1:] != mrec[:-1])[0]
+    return float(np.sum((mrec[i + 1] - mrec[i]) * mpre[i + 1]))
+
+
+def _sorted_by_score(relations: Sequence[dict]) -> list[dict]:
+    # Python's sorted(..., reverse=True) keeps tied items in input order, as the reference does
+    return sorted(relations, key=lambda r: r["score"], reverse=True)
+
+
+def vidvrd_detection(gt: Sequence[dict], pred: Sequence[dict], viou_threshold: float = 0.5
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Greedy detection matching of one video: predictions in score order each take the unmatched GT
+    with the same triplet and the largest min(vIoU_sub, vIoU_obj) >= threshold (first on ties).
+    Returns (precision, recall, hit scores: the score for a hit, -inf for a miss) in score order."""
+    pred = _sorted_by_score(pred)
+    hit_scores = np.full(len(pred), -np.inf)
+    detected = np.zeros(len(gt), dtype=bool)
+    by_triplet: dict[tuple, list[int]] = {}
+    for g, r in enumerate(gt):
+        by_triplet.setdefault(tuple(r["triplet"]), []).append(g)
+    for i, r in enumerate(pred):
+        best, best_g = -np.inf, -1
+        for g in by_triplet.get(tuple(r["triplet"]), ()):
+            if detected[g]:
+                continue
+            ov = min(viou(r["sub_traj"], r["duration"], gt[g]["sub_traj"], gt[g]["duration"]),
+                     viou(r["obj_traj"], r["duration"], gt[g]["obj_traj"], gt[g]["duration"]))
+            if ov >= viou_threshold and ov > best:
+                best, best_g = ov, g
+        if best_g >= 0:
+            hit_scores[i] = r["score"]
+            detected[best_g] = True
+    tp = np.isfinite(hit_scores)
+    cum_tp = np.cumsum(tp).astype(np.float32)
+    cum_fp = np.cumsum(~tp).astype(np.float32)
+    eps = np.finfo(np.float32).eps
+    return cum_tp / np.maximum(cum_tp + cum_fp, eps), cum_tp / np.maximum(len(gt), eps), hit_scores
+
+
+def vidvrd_tagging_precision(gt: Sequence[dict], pred: Sequence[dict]) -> np.ndarray:
+    """Tagging precision curve of one video: distinct predicted triplets in score order, a hit when the
+    triplet occurs in the GT (trajectories ignored)."""
+    gt_triplets = {tuple(r["triplet"]) for r in gt}
+    seen: dict[tuple, None] = {}
+    for r in _sorted_by_score(pred):
+        seen.setdefault(tuple(r["triplet"]), None)
+    tp = np.array([t in gt_triplets for t in seen], dtype=bool)
+    cum_tp = np.cumsum(tp).astype(np.float32)
+    cum_fp = np.cumsum(~tp).astype(np.float32)
+    return cum_tp / np.maximum(cum_tp + cum_fp, np.finfo(np.float32).eps)
+
+
+@dataclass
+class VidVRDResult:
+    mean_ap: float
+    recall: dict[int, float]
+    tagging_precision: dict[int, float]
+    video_ap: dict[str, float]
+
+
+def evaluate_vidvrd(groundtruth: dict[str, Sequence[dict]], prediction: dict[str, Sequence[dict]],
+                    viou_threshold: float = 0.5, det_nreturns: Sequence[int] = (50, 100),
+                    tag_nreturns: Sequence[int] = (1, 5, 10)) -> VidVRDResult:
+    """VidVRD relation detection and tagging (VidVRD-helper ``evaluate``).
+
+    Relations: ``{"triplet": [s, p, o], "score": x, "duration": [start, end), "sub_traj": [[box], ...],
+    "obj_traj": [...]}``. mAP = mean over videos with GT of VOC AP; R@N = hits among each video's top N
+    pooled over videos / all GT relations; tagging P@N = mean over videos of the precision at
+    min(N, number of distinct predicted triplets) (0 when nothing is predicted)."""
+    video_ap: dict[str, float] = {}
+    hits_at = {n: 0 for n in det_nreturns}
+    prec_at: dict[int, list[float]] = {n: [] for n in tag_nreturns}
+    n_gt = 0
+    for vid, gt in groundtruth.items():
+        if not gt:
+            continue
+        n_gt += len(gt)
+        pred = prediction.get(vid, [])
+        prec, rec, scores = vidvrd_detection(gt, pred, viou_threshold)
+        video_ap[vid] = voc_ap(rec, prec)
+        tp = np.isfinite(scores)
+        for n in det_nreturns:
+            hits_at[n] += int(tp[:n].sum())
+        tag = vidvrd_tagging_precision(gt, pred)
+        for n in tag_nreturns:
+            cut = min(n, tag.size)
+            prec_at[n].append(float(tag[cut - 1]) if cut > 0 else 0.0)
+    eps = float(np.finfo(np.float32).eps)
+    return VidVRDResult(
+        mean_ap=float(np.mean(list(video_ap.values()))) if video_ap else float("nan"),
+        recall={n: float(np.float32(hits_at[n]) / max(n_gt, eps)) for n in det_nreturns},
+        tagging_precision={n: float(np.mean(v)) if v else float("nan") for n, v in prec_at.items()},
+        video_ap=video_ap,
+    )
+
+
+# ----------------------------------------------------------------------------------------------
+# PVSG (OpenPVSG)
+
+
+def mask_iou(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Per-frame IoU of two (T, H, W) boolean mask stacks (0 where both are empty)."""
+    a = np.asarray(a, dtype=bool)
+    b = np.asarray(b, dtype=bool)
+    axes = tuple(range(1, a.ndim))
+    inter = np.logical_and(a, b).sum(axis=axes)
+    union = np.logical_or(a, b).sum(axis=axes)
+    return np.where(union > 0, inter / np.maximum(union, 1), 0.0)
+
+
+def pvsg_viou(gt_span: np.ndarray, gt_present: np.ndarray, pred_span: np.ndarray, sub_iou: np.ndarray,
+              obj_iou: np.ndarray, mask_threshold: float = 0.5) -> tuple[float, float]:
+    """Temporal vIoU of one predicted relation against one GT relation (OpenPVSG ``calculate_viou``).
+
+    Per frame (arrays of the video's length T): ``gt_span`` the GT relation's frames (its [start, end]
+    ranges, inclusive), ``gt_present`` both GT masks non-empty, ``pred_span`` the predicted relation span,
+    ``sub_iou``/``obj_iou`` the mask IoU of the predicted subject/object tube (0 where it has no mask).
+    GT frames = span & present; hit frames = GT-span frames with both mask IoU >= 0.5.
+    vIoU = |hit & pred_span| / |GT frames| (hits lie inside the GT frames, so the union is the GT);
+    the reference's ``iou_weak`` drops the pred-span condition: |hit| / |GT frames|."""
+    gt_real = np.asarray(gt_span, bool) & np.asarray(gt_present, bool)
+    hit = np.asarray(gt_span, bool) & (np.asarray(sub_iou) >= mask_threshold) & (np.asarray(obj_iou) >= mask_threshold)
+    real = hit & np.asarray(pred_span, bool)
+
+    def iou(x: np.ndarray) -> float:
+        inter = float((x & gt_real).sum())
+        union = float(x.sum() + gt_real.sum() - inter)
+        return inter / union if union > 0 else 0.0
+
+    return iou(real), iou(hit)
+
+
+@dataclass
+class PVSGResult:
+    ks: tuple[int, ...]
+    recall: dict[int, float]
+    mean_recall: dict[int, float]
+    weak_recall: dict[int, float]
+    weak_mean_recall: dict[int, float]
+    soft_recall: dict[int, float]
+    soft_mean_recall: dict[int, float]
+    soft_weak_recall: dict[int, float]
+    soft_weak_mean_recall: dict[int, float]
+
+
+def pvsg_counts(gt_keys: np.ndarray, pred_keys: np.ndarray, viou_matrix: np.ndarray, ks: Sequence[int],
+                n_predicates: int, strong: float = 0.5, weak: float = 0.1) -> dict[str, np.ndarray]:
+    """Per-predicate hit sums of one video (OpenPVSG's evaluation loop).
+
+    ``gt_keys`` (G, 3) and ``pred_keys`` (N, 3) are (subject class, object class, predicate), predictions
+    in rank order; ``viou_matrix`` (G, N) the vIoU of each pair (only same-key pairs are read). For each
+    GT, predictions are scanned in rank order up to the first one with vIoU >= 0.5 (the hit: counted
+    for every K above its rank; soft adds its vIoU). Each same-key prediction on the way with
+    vIoU >= 0.1 adds a weak hit (soft weak adds its vIoU) -- like the reference, a GT can collect several
+    weak hits, so weak recall is not capped at 1."""
+    ks = tuple(ks)
+    out = {name: np.zeros((len(ks), n_predicates)) for name in ("hit", "weak", "soft", "soft_weak")}
+    out["total"] = np.bincount(np.asarray(gt_keys, dtype=np.int64).reshape(-1, 3)[:, 2], minlength=n_predicates)
+    if len(gt_keys) == 0 or len(pred_keys) == 0:
+        return out
+    gk = np.asarray(gt_keys, dtype=np.int64)
+    pk = np.asarray(pred_keys, dtype=np.int64)
+    same = np.all(gk[:, None, :] == pk[None, :, :], axis=2)
+    v = np.where(same, np.asarray(viou_matrix, dtype=float), -1.0)
+    strong_hit = v >= strong
+    n = pk.shape[0]
+    first = np.where(strong_hit.any(1), strong_hit.argmax(1), n)  # rank of the hit (n: none)
+    rank = np.arange(n)
+    scanned = rank[None, :] <= first[:, None]
+    weak_hit = (v >= weak) & scanned
+    kk = np.asarray(ks)[:, None, None]
+    below = rank[None, None, :] < kk  # (K, 1, N)
+    pred_of_gt = gk[:, 2]
+    for name, w in (("weak", weak_hit * 1.0), ("soft_weak", np.where(weak_hit, v, 0.0))):
+        per_gt = (w[None] * below).sum(2)  # (K, G)
+        for j in range(len(ks)):
+            out[name][j] = np.bincount(pred_of_gt, weights=per_gt[j], minlength=n_predicates)
+    has = first < n
+    first_v = np.where(has, v[np.arange(len(gk)), np.minimum(first, n - 1)], 0.0)
+    for j, k in enumerate(ks):
+        got = has & (first < k)
+        out["hit"][j] = np.bincount(pred_of_gt, weights=got * 1.0, minlength=n_predicates)
+        out["soft"][j] = np.bincount(pred_of_gt, weights=np.where(got, first_v, 0.0), minlength=n_predicates)
+    return out
+
+
+def evaluate_pvsg(videos: Sequence[dict[str, np.ndarray]], ks: Sequence[int] = (20, 50, 100),
+                  n_predicates: int = 57) -> PVSGResult:
+    """R@K (micro: pooled hits / pooled GT) and mR@K (mean over predicates that have GT) with the weak
+    and soft variants (OpenPVSG ``calculate_final_metrics``). ``videos`` are :func:`pvsg_counts` outputs."""
+    ks = tuple(ks)
+    tot = {name: sum(v[name] for v in videos) for name in ("hit", "weak", "soft", "soft_weak")}
+    total = sum(v["total"] for v in videos).astype(float) if videos else np.zeros(n_predicates)
+    valid = total > 0
+    all_gt = total.sum()
+
+    def micro(x: np.ndarray) -> dict[int, float]:
+        return {k: float(x[j].sum() / all_gt) if all_gt else 0.0 for j, k in enumerate(ks)}
+
+    def macro(x: np.ndarray) -> dict[int, float]:
+        return {k: float((x[j][valid] / total[valid]).mean()) if valid.any() else 0.0 for j, k in enumerate(ks)}
+
+    return PVSGResult(ks, micro(tot["hit"]), macro(tot["hit"]), micro(tot["weak"]), macro(tot["weak"]),
+                      micro(tot["soft"]), macro(tot["soft"]), micro(tot["soft_weak"]), macro(tot["soft_weak"]))
+
+
+# ----------------------------------------------------------------------------------------------
+# set-valued predictions: precision, F1, redundancy, informativeness (the seed paper's four metrics)
+
+
+@dataclass
+class Triplets:
+    """Relations of many frames, flattened (prediction lists keep their order: row order = rank).
+    Boxes may be NaN where the prediction has none (then it can only match with ``use_boxes=False``)."""
+
+    frame: np.ndarray
+    sub_cls: np.ndarray
+    pred: np.ndarray
+    obj_cls: np.ndarray
+    sub_box: np.ndarray
+    obj_box: np.ndarray
+
+    @staticmethod
+    def from_rows(rows: Sequence[Sequence], with_boxes: bool = True) -> Triplets:
+        """Rows ``(frame, sub, pred, obj[, sub_box, obj_box])``."""
+        n = len(rows)
+        cols = [np.asarray([r[i] for r in rows], dtype=np.int64).reshape(n) for i in range(4)]
+        nan_box = [np.nan] * 4
+        sb = np.asarray([r[4] if with_boxes and len(r) > 4 and r[4] is not None else nan_box for r in rows],
+                        dtype=float).reshape(n, 4)
+        ob = np.asarray([r[5] if with_boxes and len(r) > 5 and r[5] is not None else nan_box for r in rows],
+                        dtype=float).reshape(n, 4)
+        return Triplets(*cols, sb, ob)
+
+    def __len__(self) -> int:
+        return int(self.frame.size)
+
+
+def one_to_one_matches(gt: Triplets, pred: Triplets, iou_threshold: float = 0.5, use_boxes: bool = True,
+                       canonical: np.ndarray | None = None) -> np.ndarray:
+    """Greedy one-to-one matching: predictions in list order each take the unmatched GT of the same
+    frame and <s, p, o> whose min(IoU_sub, IoU_obj) >= threshold is largest (first on ties), like the
+    VidVRD detection matcher. Returns, per prediction, the matched GT row or -1. ``canonical`` maps
+    predicate ids to a synonym class id before comparison."""
+    gp = gt.pred if canonical is None else canonical[gt.pred]
+    pp = pred.pred if canonical is None else canonical[pred.pred]
+    pi, gi = _join(_keys(pred.frame, pred.sub_cls, pp, pred.obj_cls), _keys(gt.frame, gt.sub_cls, gp, gt.obj_cls))
+    match = np.full(len(pred), -1, dtype=np.int64)
+    if pi.size == 0:
+        return match
+    if use_boxes:
+        ov = np.minimum(box_iou(pred.sub_box[pi], gt.sub_box[gi]), box_iou(pred.obj_box[pi], gt.obj_box[gi]))
+        ok = ov >= iou_threshold
+        pi, gi, ov = pi[ok], gi[ok], ov[ok]
+    else:
+        ov = np.ones(pi.size)
+    # candidate pairs by prediction, then overlap descending, then GT order (first on ties)
+    order = np.lexsort((gi, -ov, pi))
+    used = np.zeros(len(gt), dtype=bool)
+    for p, g in zip(pi[order].tolist(), gi[order].tolist(), strict=True):
+        if match[p] < 0 and not used[g]:
+            match[p] = g
+            used[g] = True
+    return match
+
+
+def duplicates(pred: Triplets, iou_threshold: float = 0.5, use_boxes: bool = True,
+               canonical: np.ndarray | None = None) -> np.ndarray:
+    """Per prediction: True when an *earlier* prediction of the same frame has the same <s, p, o>
+    (predicates compared through ``canonical`` synonyms) and, with boxes, IoU >= threshold on both."""
+    pp = pred.pred if canonical is None else canonical[pred.pred]
+    k = _keys(pred.frame, pred.sub_cls, pp, pred.obj_cls)
+    a, b = _join(k, k)
+    later = a > b  # a duplicates an earlier b
+    a, b = a[later], b[later]
+    if use_boxes and a.size:
+        ok = (box_iou(pred.sub_box[a], pred.sub_box[b]) >= iou_threshold) & \
+             (box_iou(pred.obj_box[a], pred.obj_box[b]) >= iou_threshold)
+        a = a[ok]
+    dup = np.zeros(len(pred), dtype=bool)
+    dup[a] = True
+    return dup
+
+
+def informativeness_weights(predicate_counts: np.ndarray) -> np.ndarray:
+    """w(p) = -log freq(p), with freq from training-set predicate counts, add-one smoothed so an unseen
+    predicate gets a finite (large) weight: frequent, trivial predicates (not_looking_at, unsure,
+    not_contacting) weigh little, rare informative ones a lot."""
+    counts = np.asarray(predicate_counts, dtype=float)
+    freq = (counts + 1.0) / (counts.sum() + counts.size)
+    return -np.log(freq)
+
+
+@dataclass
+class SetCounts:
+    """Additive counts behind the set metrics (sum them over videos, then call :meth:`metrics`)."""
+
+    n_pred: float = 0.0
+    n_gt: float = 0.0
+    matched: float = 0.0  # one-to-one true positives
+    duplicates: float = 0.0
+    span_rows: float = 0.0  # predicted (relation, frame) rows of temporal relation sets
+    span_repeats: float = 0.0  # rows whose (frame, <s,p,o>) an earlier relation already covers
+    gt_weight: float = 0.0
+    matched_weight: float = 0.0
+    trivial: float = 0.0
+
+    def __add__(self, other: SetCounts) -> SetCounts:
+        return SetCounts(*(getattr(self, f) + getattr(other, f) for f in self.__dataclass_fields__))
+
+    def to_dict(self) -> dict[str, float]:
+        return {f: float(getattr(self, f)) for f in self.__dataclass_fields__}
+
+    @staticmethod
+    def from_dict(d: dict[str, float]) -> SetCounts:
+        return SetCounts(**{f: float(d.get(f, 0.0)) for f in SetCounts.__dataclass_fields__})
+
+    def metrics(self) -> dict[str, float]:
+        """precision = TP / |pred|; recall = TP / |GT|; F1 their harmonic mean; redundancy =
+        duplicates / |pred| (= 1 - unique / |pred|); temporal redundancy = repeated (frame, triplet)
+        rows / all rows of the predicted spans; informative recall = matched GT weight / all GT weight;
+        trivial rate = share of predictions with a trivial predicate. An empty prediction set has
+        precision 0 (it asserts nothing true), a choice: undefined would drop those videos."""
+        p = self.matched / self.n_pred if self.n_pred else 0.0
+        r = self.matched / self.n_gt if self.n_gt else float("nan")
+        f1 = 2 * p * r / (p + r) if (p + r) > 0 else 0.0
+        return {
+            "precision": p, "recall": r, "f1": f1,
+            "redundancy": self.duplicates / self.n_pred if self.n_pred else 0.0,
+            "temporal_redundancy": self.span_repeats / self.span_rows if self.span_rows else 0.0,
+            "informative_recall": self.matched_weight / self.gt_weight if self.gt_weight else float("nan"),
+            "trivial_rate": self.trivial / self.n_pred if self.n_pred else 0.0,
+        }
+
+
+def set_counts(gt: Triplets, pred: Triplets, weights: np.ndarray, iou_threshold: float = 0.5,
+               use_boxes: bool = True, canonical: np.ndarray | None = None,
+               trivial: Sequence[int] = (), span_rows: Triplets | None = None) -> tuple[SetCounts, np.ndarray]:
+    """Counts of :class:`SetCounts` for one video plus the per-prediction match array.
+
+    ``span_rows`` are the rows a temporal relation set expands to (one per relation per frame of its
+    span), before any box grounding; temporal redundancy counts those repeating a (frame, <s,p,o>)."""
+    match = one_to_one_matches(gt, pred, iou_threshold, use_boxes, canonical)
+    dup = duplicates(pred, iou_threshold, use_boxes, canonical)
+    hit_gt = match[match >= 0]
+    rows = span_rows if span_rows is not None else pred
+    rep = duplicates(rows, use_boxes=False, canonical=canonical) if len(rows) else np.zeros(0, bool)
+    counts = SetCounts(
+        n_pred=len(pred), n_gt=len(gt), matched=float(hit_gt.size), duplicates=float(dup.sum()),
+        span_rows=float(len(rows)), span_repeats=float(rep.sum()),
+        gt_weight=float(weights[gt.pred].sum()), matched_weight=float(weights[gt.pred[hit_gt]].sum()),
+        trivial=float(np.isin(pred.pred, np.asarray(trivial, dtype=np.int64)).sum()),
+    )
+    return counts, match
+
+
+def set_metrics(gt: Triplets, pred: Triplets, weights: np.ndarray | None = None, **kw: object) -> dict[str, float]:
+    """The four set metrics (plus recall and trivial rate) of one prediction set; see :meth:`SetCounts.metrics`."""
+    w = weights if weights is not None else np.ones(int(max(gt.pred.max(initial=0), pred.pred.max(initial=0))) + 1)
+    counts, _ = set_counts(gt, pred, w, **kw)  # type: ignore[arg-type]
+    return counts.metrics()
+
+
+def precision_at_k(gt: Triplets, pred: Triplets, ks: Sequence[int] = K_VALUES, iou_threshold: float = 0.5,
+                   use_boxes: bool = True) -> dict[int, float]:
+    """P@K for ranked outputs: one-to-one hits among each frame's top K over the predictions kept there,
+    pooled over frames (rank = order within the frame)."""
+    order = np.argsort(pred.frame, kind="stable")
+    sorted_frame = pred.frame[order]
+    rank = np.empty(len(pred), dtype=np.int64)
+    rank[order] = _ranks(sorted_frame)
+    out = {}
+    for k in ks:
+        keep = rank < k
+        sub = Triplets(*(x[keep] for x in (pred.frame, pred.sub_cls, pred.pred, pred.obj_cls, pred.sub_box,
+                                            pred.obj_box)))
+        m = one_to_one_matches(gt, sub, iou_threshold, use_boxes)
+        out[k] = float((m >= 0).sum() / len(sub)) if len(sub) else 0.0
+    return out
