@@ -10,6 +10,8 @@ Settings (``-M key=value``):
   limit_mm_per_prompt, quantization, ... -> ``vllm.LLM`` engine arguments, passed through;
   dp=N               N data-parallel replicas as Ray actors (each with tensor_parallel_size GPUs);
   ray_address=ADDR   run the replicas on an existing Ray cluster (multi-node);
+  gpus_per_replica=F Ray GPUs per replica (default tensor_parallel_size; 0.5 puts two on one GPU);
+  batch_size=N, concurrency=2   pipeline: score/commit one batch while the next generates;
   mode=server        start vLLM's OpenAI-compatible server and go through the OpenAI adapter
                      (the same as the ``vllm-server:`` backend);
   chat=false         plain prompts for base models; chat_template=, chat_template_kwargs={...};
@@ -45,13 +47,16 @@ os.environ.setdefault("VLLM_HOST_IP", "127.0.0.1")
 class VLLMModel:
     """In-process vLLM (one engine, or ``dp`` Ray replicas)."""
 
-    concurrency = 1  # one engine call at a time; the engine batches inside it
     cacheable = True
 
     def __init__(self, settings: VLLMSettings, executor: Any | None = None) -> None:
         self.settings = settings
         self.spec = settings.spec
         self.batch_size = settings.batch_size
+        # engine calls are serialised (LocalEngine's lock, one call per Ray actor at a time); a
+        # concurrency of 2 with a smaller batch_size lets the runner score and commit one batch
+        # while the engine works on the next
+        self.concurrency = settings.concurrency or 1
         self.executor = executor if executor is not None else make_executor(settings)
         declared = settings.modalities or self.executor.modalities()
         self.modalities = frozenset(declared) | {"text"}
@@ -102,9 +107,9 @@ def make_executor(settings: VLLMSettings) -> Any:
     if tp > 1:
         # inside a Ray actor vLLM would otherwise try to build its own Ray placement group
         settings.engine.setdefault("distributed_executor_backend", "mp")
-    gpus = gpus_available()
-    return RayDataParallel(settings.dp, make, gpus_per_replica=tp if gpus else 0,
-                           cpus_per_replica=1 if gpus else tp, ray_address=settings.ray_address)
+    gpus = settings.gpus_per_replica if settings.gpus_per_replica is not None else (tp if gpus_available() else 0)
+    return RayDataParallel(settings.dp, make, gpus_per_replica=gpus, cpus_per_replica=1 if gpus else tp,
+                           ray_address=settings.ray_address)
 
 
 def declared_modalities(settings: VLLMSettings) -> frozenset[str]:

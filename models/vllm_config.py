@@ -25,6 +25,7 @@ ADAPTER_KEYS = (
     "chat_template", "chat_template_kwargs",
     "modalities",  # override what the model is declared to take
     "ray_address",  # join an existing Ray cluster (multi-node); default: start a local one
+    "gpus_per_replica",  # Ray GPUs per replica (default tensor_parallel_size; 0.5 packs two on one GPU)
     "server_timeout", "server_python", "concurrency",  # managed-server mode
     "top_logprobs",
 )
@@ -49,9 +50,10 @@ class VLLMSettings:
     chat_kwargs: dict[str, Any] = field(default_factory=dict)
     modalities: list[str] | None = None
     ray_address: str | None = None
+    gpus_per_replica: float | None = None
     server_timeout: float = 900.0
     server_python: str | None = None
-    concurrency: int = 64
+    concurrency: int | None = None  # in-process default 1; server mode default 64
     sampling_defaults: dict[str, Any] = field(default_factory=dict)
     engine: dict[str, Any] = field(default_factory=dict)
 
@@ -100,6 +102,8 @@ def parse_settings(path: str | None, settings: dict[str, Any]) -> VLLMSettings:
             setattr(out, key, str(value))
         elif key == "server_timeout":
             out.server_timeout = float(value)
+        elif key == "gpus_per_replica":
+            out.gpus_per_replica = float(value)
         else:
             engine[key] = value
     out.engine = engine

@@ -131,7 +131,7 @@ class VLLMServerModel:
                                     settings.server_timeout)
         self.server.start()
         try:
-            self.delegate = openai_delegate(self.server.base_url, settings.path, settings.concurrency, modalities,
+            self.delegate = openai_delegate(self.server.base_url, settings.path, settings.concurrency or 64, modalities,
                                             settings.sampling_defaults)
         except Exception:
             self.server.stop()
@@ -139,7 +139,7 @@ class VLLMServerModel:
         self.spec = settings.spec
         self.modalities = modalities
         self.batch_size = int(getattr(self.delegate, "batch_size", 1))
-        self.concurrency = int(getattr(self.delegate, "concurrency", settings.concurrency))
+        self.concurrency = int(getattr(self.delegate, "concurrency", settings.concurrency or 64))
         self.cacheable = True
 
     @property

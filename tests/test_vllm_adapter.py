@@ -6,11 +6,13 @@ server round trip through the OpenAI client, and a full ``harness eval`` writing
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import subprocess
 from pathlib import Path
 
 import pytest
+from vllm_checks.check_settings import engine_settings, expected_spec
 from vllm_checks.venv import ROOT, check_env, run_check, tiny_model, vllm_python
 
 pytestmark = pytest.mark.slow
@@ -24,7 +26,7 @@ def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def model_dir(work: Path) -> Path:
-    return tiny_model(work)
+    return tiny_model()
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +45,8 @@ def test_one_engine_call_for_a_whole_batch(offline: dict) -> None:
 
 
 def test_spec_and_defaults(offline: dict, model_dir: Path) -> None:
-    assert offline["spec"] == f"vllm:{model_dir}?dtype=float32&max_model_len=256"
+    assert offline["spec"] == expected_spec(str(model_dir))  # resource settings left out
+    assert offline["spec"].startswith(f"vllm:{model_dir}?dtype=")
     assert offline["batch_size"] >= 10_000
     assert offline["modalities"] == ["text"]
 
@@ -71,6 +74,10 @@ def test_bad_requests_fail_alone(offline: dict) -> None:
     assert 2 <= offline["errors"]["engine_calls"] <= 5
 
 
+def test_two_batches_in_flight_are_serialised(offline: dict) -> None:
+    assert offline["concurrent"] == {"engine_calls": 2, "n": [8, 8], "errors": [], "tokens": 16 * 12}
+
+
 def test_managed_server_round_trip(work: Path, model_dir: Path) -> None:
     res = run_check("server.py", str(model_dir), tmp=work)
     assert res["replies"]["n"] == 6 and res["replies"]["errors"] == []
@@ -84,8 +91,9 @@ def test_managed_server_round_trip(work: Path, model_dir: Path) -> None:
 
 def test_harness_eval_gsm8k_into_sqlite(work: Path, model_dir: Path) -> None:
     db = work / "eval.db"
-    cmd = [vllm_python(), "-m", "harness.cli", "eval", "--task", "gsm8k", "--model", f"vllm:{model_dir}",
-           "-M", "dtype=float32", "-M", "max_model_len=512", "-M", "enforce_eager=true", "-M", "max_tokens=16",
+    flags = [f"-M{k}={json.dumps(v) if not isinstance(v, str) else v}"
+             for k, v in engine_settings(max_model_len=512, max_tokens=16).items()]
+    cmd = [vllm_python(), "-m", "harness.cli", "eval", "--task", "gsm8k", "--model", f"vllm:{model_dir}", *flags,
            "--limit", "8", "--no-progress", "--db", f"sqlite:///{db}"]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=check_env(work), cwd=str(ROOT))
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]

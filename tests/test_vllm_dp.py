@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from vllm_checks.check_settings import expected_spec
 from vllm_checks.venv import run_check, tiny_model, vllm_python
 
 pytestmark = pytest.mark.slow
@@ -32,8 +33,9 @@ def test_ray_actors_split_and_merge_in_order(work: Path) -> None:
 
 
 def test_vllm_dp2_on_two_engines(work: Path) -> None:
-    res = run_check("dp.py", "vllm", str(tiny_model(work)), tmp=work)
+    model_dir = str(tiny_model())
+    res = run_check("dp.py", "vllm", model_dir, tmp=work)
     assert res["n"] == 10 and res["errors"] == []
     assert res["nonempty"] >= 9
     assert res["calls"] == 2 and len(res["pids"]) == 2  # one engine call per replica
-    assert "dp" not in res["spec"]  # replicas do not change the replies' identity
+    assert res["spec"] == expected_spec(model_dir)  # replicas do not change the replies' identity

@@ -80,13 +80,17 @@ def splitting() -> dict:
 
 def vllm_dp(model_dir: str) -> dict:
     import ray
+    import torch
+    from check_settings import engine_settings
 
     from harness.modelspec import build_model
     from harness.types import GenerationConfig, Message, Request
 
     ray.init(**ray_init())
-    model = build_model(f"vllm:{model_dir}", {"dp": 2, "dtype": "float32", "max_model_len": 256, "enforce_eager": True},
-                        {"text"})
+    # one GPU (or none) holds both replicas: half a GPU each, and half its memory at most
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    extra = {"gpus_per_replica": 0.5} if gpus == 1 else {}
+    model = build_model(f"vllm:{model_dir}", engine_settings(dp=2, **extra), {"text"})
     prompts = [f"Question {i}: what is {i} plus {i * 3}?" for i in range(10)]
     reqs = [Request([Message.text("user", p)], GenerationConfig(max_tokens=8)) for p in prompts]
     outs = asyncio.run(model.generate(reqs))

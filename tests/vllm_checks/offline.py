@@ -10,15 +10,14 @@ import json
 import sys
 from pathlib import Path
 
-# "uni": the worker runs inside the engine process (one process fewer to start on a 2-core CI box)
-ENGINE = {"dtype": "float32", "max_model_len": 256, "enforce_eager": True, "distributed_executor_backend": "uni"}
+from check_settings import engine_settings
 
 
 def main(model_dir: str, work: Path) -> dict:
     from harness.modelspec import build_model
     from harness.types import GenerationConfig, Message, Part, Request
 
-    model = build_model(f"vllm:{model_dir}", ENGINE, {"text"})
+    model = build_model(f"vllm:{model_dir}", engine_settings(), {"text"})
     engine = model.executor
 
     def req(text: str, **cfg: object) -> Request:
@@ -72,7 +71,16 @@ def main(model_dir: str, work: Path) -> dict:
         res = await model.generate(mixed)
         out["errors"] = {"errors": [o.error for o in res], "texts": [bool(o.text) for o in res],
                          "engine_calls": engine.calls - calls0}
-        # 5. a model without vision refuses media parts in vLLM itself (a per-request error)
+        # 5. two batches in flight at once (-M concurrency=2): engine calls are serialised, and
+        #    each batch gets its own replies
+        calls0 = engine.calls
+        one, two = await asyncio.gather(model.generate([req(p) for p in prompts[:8]]),
+                                        model.generate([req(p) for p in prompts[8:]]))
+        # (replies are not compared with the 16-prompt batch: another batch shape may change
+        # float rounding and so a near-tie of the random model's greedy choice)
+        out["concurrent"] = {"engine_calls": engine.calls - calls0, "n": [len(one), len(two)],
+                             "errors": [o.error for o in one + two if o.error],
+                             "tokens": sum(o.usage.output_tokens for o in one + two)}
         return out
 
     try:

@@ -13,6 +13,8 @@ import time
 import urllib.error
 import urllib.request
 
+from check_settings import engine_settings
+
 
 def alive(url: str) -> bool:
     try:
@@ -29,9 +31,7 @@ def main(model_dir: str) -> dict:
     from harness.types import GenerationConfig, Message, Request
 
     t0 = time.perf_counter()
-    model = build_model(f"vllm-server:{model_dir}", {"dtype": "float32", "max_model_len": 256, "enforce_eager": True,
-                                                      "distributed_executor_backend": "uni"},
-                        {"text"})
+    model = build_model(f"vllm-server:{model_dir}", engine_settings(), {"text"})
     out: dict = {"start_s": round(time.perf_counter() - t0, 1), "spec": model.spec,
                  "delegate": type(model.delegate).__module__ + "." + type(model.delegate).__name__,
                  "batch_size": model.batch_size, "concurrency": model.concurrency}

@@ -5,7 +5,7 @@ tokenizer is a byte-level BPE trained with ``tokenizers`` on the repo's GSM8K qu
 encodes; the chat template is ChatML (Qwen's). Weights come from a fixed seed, so the same folder is
 rebuilt bit-identically. Runs in either interpreter (only torch, transformers and tokenizers).
 
-    python tests/vllm_checks/tiny_model.py OUT_DIR
+    python tests/vllm_checks/tiny_model.py OUT_DIR [tiny|smollm2-135m]
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ CHATML = (
     "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
 )
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
-MARKER = "tiny-qwen2-v1"
+MARKER = "tiny-qwen2-v2"
 
 
 def _corpus() -> list[str]:
@@ -34,7 +34,17 @@ def _corpus() -> list[str]:
     return texts
 
 
-def build_tiny_chat_model(out: str | Path, vocab_size: int = 1024, seed: int = 0) -> Path:
+# SmolLM2-135M's shape (Llama, 30 layers, hidden 576, 9 heads of 64, 3 KV heads): random weights
+# with a realistic cost per token, for throughput benchmarks on machines that reach no hub
+SHAPES = {
+    "tiny": {"hidden_size": 128, "intermediate_size": 256, "num_hidden_layers": 2, "num_attention_heads": 4,
+             "num_key_value_heads": 2},
+    "smollm2-135m": {"hidden_size": 576, "intermediate_size": 1536, "num_hidden_layers": 30,
+                     "num_attention_heads": 9, "num_key_value_heads": 3},
+}
+
+
+def build_tiny_chat_model(out: str | Path, vocab_size: int = 1024, seed: int = 0, shape: str = "tiny") -> Path:
     """Write the model to ``out`` (skipped when a complete one is already there) and return it."""
     out = Path(out)
     if (out / MARKER).exists():
@@ -57,8 +67,7 @@ def build_tiny_chat_model(out: str | Path, vocab_size: int = 1024, seed: int = 0
 
     torch.manual_seed(seed)
     config = Qwen2Config(
-        vocab_size=len(fast), hidden_size=128, intermediate_size=256, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024,
+        vocab_size=len(fast), **SHAPES[shape], max_position_embeddings=4096,
         eos_token_id=fast.convert_tokens_to_ids("<|im_end|>"),
         pad_token_id=fast.convert_tokens_to_ids("<|endoftext|>"),
         bos_token_id=None, tie_word_embeddings=True, torch_dtype="float32",
@@ -70,4 +79,4 @@ def build_tiny_chat_model(out: str | Path, vocab_size: int = 1024, seed: int = 0
 
 
 if __name__ == "__main__":
-    print(build_tiny_chat_model(sys.argv[1]))
+    print(build_tiny_chat_model(sys.argv[1], shape=sys.argv[2] if len(sys.argv) > 2 else "tiny"))

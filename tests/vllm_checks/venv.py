@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -60,10 +62,20 @@ def run_check(script: str, *args: str, tmp: Path, timeout: float = 600) -> dict[
     return json.loads(lines[-1])
 
 
-def tiny_model(base: Path) -> Path:
-    """Build (once) the tiny random Qwen2 chat model with the venv's transformers."""
-    out = base / "tiny-qwen2"
-    if not (out / "tiny-qwen2-v1").exists():
-        subprocess.run([vllm_python(), str(CHECKS / "tiny_model.py"), str(out)], check=True, capture_output=True,
-                       timeout=300, env={**os.environ, **ENV})
+def tiny_model() -> Path:
+    """The tiny random Qwen2 chat model, built once with the venv's transformers and kept under
+    ``$HARNESS_CACHE_DIR/test-models`` (deterministic, versioned by its marker file); built in a
+    scratch folder and renamed into place, so concurrent test processes never see half a model."""
+    cache = Path(os.environ.get("HARNESS_CACHE_DIR", Path.home() / ".cache" / "harness")) / "test-models"
+    out = cache / "tiny-qwen2-v2"
+    if not (out / "tiny-qwen2-v2").exists():
+        cache.mkdir(parents=True, exist_ok=True)
+        scratch = Path(tempfile.mkdtemp(prefix="tiny-qwen2-", dir=cache))
+        subprocess.run([vllm_python(), str(CHECKS / "tiny_model.py"), str(scratch / "m")], check=True,
+                       capture_output=True, timeout=300, env={**os.environ, **ENV})
+        try:
+            os.replace(scratch / "m", out)
+        except OSError:  # another process put it there first
+            pass
+        shutil.rmtree(scratch, ignore_errors=True)
     return out
