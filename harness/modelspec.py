@@ -140,7 +140,10 @@ def build_model(
         if not entry.operator:
             raise ModelSpecError(f"{node.name!r} is a backend, not an operator; write {node.name}:PATH")
         inner = [build_model(a, settings, modalities) for a in node.args]
-        return entry.factory(*inner, **node.params)
+        params = dict(node.params)
+        if getattr(entry.factory, "wants_settings", False):  # operators that build a judge= spec themselves
+            params["_settings"] = settings
+        return entry.factory(*inner, **params)
     if node.path is None:
         # an alias, or a backend with no path (e.g. "builtin" defaults)
         if load_alias(node.name) is not None:
