@@ -1,0 +1,80 @@
+"""The precision-recall view: per run (model), recall@K against precision, from the stored metrics.
+
+Recall-only leaderboards reward long, redundant relation lists; plotting R@K against precision (with
+redundancy and informativeness in the table) shows that trade-off. ``chart(sessions, task)`` is the
+leaderboard's task-page hook (a plain plotly figure dict, None without runs), like the reliability task's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session, sessionmaker
+
+from harness.store.schema import MetricRow, ModelRow, RunRow, TaskRow
+
+COLUMNS = ("R@20", "R@50", "mR@20", "precision", "recall", "f1", "redundancy", "temporal_redundancy",
+           "informative_recall", "trivial_rate")
+
+
+@dataclass
+class RunPR:
+    run: str
+    model: str
+    values: dict[str, tuple[float, float | None, float | None]] = field(default_factory=dict)
+
+
+def load(sessions: sessionmaker[Session], task: str = "dsgg") -> list[RunPR]:
+    with sessions() as s:
+        runs = s.execute(select(RunRow.id, RunRow.name, ModelRow.spec)
+                         .join(TaskRow, RunRow.task_id == TaskRow.id).join(ModelRow, RunRow.model_id == ModelRow.id)
+                         .where(TaskRow.name == task).order_by(RunRow.id)).all()
+        out = []
+        for run_id, name, spec in runs:
+            rows = s.execute(select(MetricRow.name, MetricRow.value, MetricRow.ci_low, MetricRow.ci_high)
+                             .where(MetricRow.run_id == run_id, MetricRow.breakdown_key == "")).all()
+            values = {n: (v, lo, hi) for n, v, lo, hi in rows}
+            if "precision" in values:
+                out.append(RunPR(name, spec, values))
+    return out
+
+
+def figure_dict(runs: list[RunPR], k: int = 20) -> dict[str, Any]:
+    """Scatter of precision (x) against R@K (y), one point per run with both CIs as error bars."""
+    key = f"R@{k}"
+
+    def err(name: str, r: RunPR) -> tuple[float, float]:
+        v, lo, hi = r.values[name]
+        return (v - lo if lo is not None else 0.0, hi - v if hi is not None else 0.0)
+
+    pts = [r for r in runs if key in r.values]
+    data = [{
+        "type": "scatter", "mode": "markers+text", "name": f"R@{k} vs precision",
+        "x": [r.values["precision"][0] for r in pts], "y": [r.values[key][0] for r in pts],
+        "text": [r.model for r in pts], "textposition": "top center",
+        "error_x": {"type": "data", "symmetric": False, "array": [err("precision", r)[1] for r in pts],
+                    "arrayminus": [err("precision", r)[0] for r in pts]},
+        "error_y": {"type": "data", "symmetric": False, "array": [err(key, r)[1] for r in pts],
+                    "arrayminus": [err(key, r)[0] for r in pts]},
+        "customdata": [[r.values.get("redundancy", (float("nan"),))[0],
+                        r.values.get("informative_recall", (float("nan"),))[0]] for r in pts],
+        "hovertemplate": "%{text}<br>precision %{x:.3f}<br>" + key + " %{y:.3f}<br>redundancy %{customdata[0]:.3f}"
+                         "<br>informative recall %{customdata[1]:.3f}<extra></extra>",
+    }]
+    layout = {"title": {"text": f"DSGG: recall@{k} against precision", "x": 0}, "template": "plotly_white",
+              "xaxis": {"title": {"text": "precision (one-to-one matches / predictions)"}, "range": [0, 1.05]},
+              "yaxis": {"title": {"text": f"R@{k} (Action Genome protocol)"}, "range": [0, 1.05]},
+              "margin": {"l": 60, "r": 20, "t": 50, "b": 60}}
+    return {"data": data, "layout": layout}
+
+
+def chart(sessions: sessionmaker[Session], task: str = "dsgg") -> dict[str, Any] | None:
+    """The leaderboard hook: the precision-recall figure of the task's runs, or None without runs."""
+    runs = load(sessions, task)
+    return figure_dict(runs) if runs else None
+
+
+def table(runs: list[RunPR], columns: tuple[str, ...] = COLUMNS) -> list[dict[str, Any]]:
+    return [{"run": r.run, "model": r.model, **{c: r.values[c][0] for c in columns if c in r.values}} for r in runs]
