@@ -118,3 +118,39 @@ def test_reference_exec_families() -> None:
     )
     assert exec_family("RuntimeError: Operator bpy.ops.object.mode_set.poll() failed, context is incorrect\n") == "CTX"
     assert exec_family("NameError: name 'foo' is not defined\n") == "OTHER"
+
+
+@pytest.fixture(scope="module")
+def tiny_dino(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A tiny randomly initialised DINOv2 saved like a hub checkpoint (the real loading code path)."""
+    import json
+
+    import torch
+    from transformers import Dinov2Config, Dinov2Model
+
+    torch.manual_seed(0)
+    path = tmp_path_factory.mktemp("tiny_dino")
+    config = Dinov2Config(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+                          image_size=56, patch_size=14)  # fmt: skip
+    Dinov2Model(config).save_pretrained(path)
+    (path / "preprocessor_config.json").write_text(json.dumps({
+        "size": {"shortest_edge": 64}, "crop_size": {"height": 56, "width": 56}, "do_center_crop": True,
+        "image_mean": [0.485, 0.456, 0.406], "image_std": [0.229, 0.224, 0.225],
+    }))  # fmt: skip
+    return str(path)
+
+
+def test_image_encoder_cosine_paired_and_matched(tiny_dino: str) -> None:
+    from harness.tasks.code3d.images import ImageEncoder
+
+    rng = np.random.default_rng(0)
+    views = rng.integers(0, 255, size=(4, 80, 80, 4), dtype=np.uint8)
+    enc = ImageEncoder(tiny_dino)
+    assert enc.kind == "pooler" and enc.resize_to == 64 and enc.crop_to == 56
+    emb = enc.embed(views)
+    assert emb.shape == (4, 32) and np.allclose(np.linalg.norm(emb, axis=1), 1.0, atol=1e-5)
+    same = enc.similarity(views, views)
+    assert same["img_emb_paired"] == pytest.approx(1.0, abs=1e-5)
+    rolled = enc.similarity(np.roll(views, 1, axis=0), views)  # views in another order: matching recovers it
+    assert rolled["img_emb_matched"] == pytest.approx(1.0, abs=1e-5)
+    assert rolled["img_emb_paired"] < 0.9999

@@ -152,3 +152,29 @@ def test_public_layout_image_to_3d_with_given_views(tmp_path: Path, monkeypatch:
     parts = json.loads(inputs["Table_seed0"])["messages"][1]["content"]
     assert parts[0]["type"] == "text" and "reference image" in parts[0]["text"]
     assert [Path(p["path"]).name for p in parts[1:]] == [Path(p).name for p in views.renders]
+
+
+def test_embedding_similarity_with_a_local_encoder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch
+    from transformers import Dinov2Config, Dinov2Model
+
+    torch.manual_seed(0)
+    enc_dir = tmp_path / "dino"
+    Dinov2Model(Dinov2Config(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
+                             image_size=56, patch_size=14)).save_pretrained(enc_dir)  # fmt: skip
+    (enc_dir / "preprocessor_config.json").write_text(json.dumps({"size": {"height": 56, "width": 56}}))
+    monkeypatch.setenv("HARNESS_ARTIFACTS", str(tmp_path / "art"))
+    refs = Path(__file__).resolve().parents[1] / "tasks" / "code3d" / "references"
+    summary = evaluate(EvalConfig(
+        task="code3d", model="builtin:constant", model_settings={"text": (refs / "table.py").read_text()},
+        sample_ids=["table", "snowman"], db_url=f"sqlite:///{tmp_path / 'e.db'}", progress=False,
+        task_options={"size": 64, "samples": 2, "image_encoder": str(enc_dir)},
+    ))  # fmt: skip
+    assert summary.n_errors == 0
+    con = sqlite3.connect(tmp_path / "e.db")
+    scores = {sid: json.loads(s) for sid, s in con.execute("select sample_id, scores from sample_results")}
+    con.close()
+    # the table script against the table reference renders the same views: cosine ~1
+    assert scores["table"]["img_emb_paired"] == pytest.approx(1.0, abs=1e-3)
+    assert scores["snowman"]["img_emb_paired"] < scores["table"]["img_emb_paired"]
+    assert "img_emb_matched_penalized" in {m.name for m in summary.metrics}

@@ -28,7 +28,7 @@ from harness.sandbox import SandboxProcess, spawn_sandboxed
 HERE = Path(__file__).parent
 STATUSES = ("OK", "ERR_EXEC", "ERR_NO_MESH", "ERR_RENDER", "ERR_TIMEOUT")
 VIEW_NAMES = ("Image_005.png", "Image_015.png", "Image_025.png", "Image_035.png")
-ARTIFACT_FILES = ("model_script.py", "model.glb", *VIEW_NAMES, "points.npy", "thumbs.npy", "result.json")
+ARTIFACT_FILES = ("model_script.py", "model.glb", *VIEW_NAMES, "points.npy", "thumbs.npy", "views.npy", "result.json")
 READY_TIMEOUT_S = 180.0
 
 
@@ -74,6 +74,7 @@ class ExecResult:
     renders: list[str] = field(default_factory=list)
     points: str | None = None
     thumbs: str | None = None
+    views_npy: str | None = None  # full-size RGBA renders as .npy (only with full_views)
     analysis: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -86,6 +87,7 @@ class ExecResult:
             "n_meshes": self.n_meshes, "views": self.views, "seconds": round(self.seconds, 3),
             "times": {k: round(v, 3) for k, v in self.times.items()}, "artifacts_dir": self.artifacts_dir,
             "glb": self.glb, "renders": self.renders, "points": self.points, "thumbs": self.thumbs,
+            "views_npy": self.views_npy,
             "analysis": {k: v for k, v in self.analysis.items() if k != "thumbs"},
         }  # fmt: skip
 
@@ -155,7 +157,7 @@ class BlenderPool:
         self, *, size: int = 1, python: str | None = None, memory_mb: int = 4096, exec_timeout_s: float = 60.0,
         render_timeout_s: float = 180.0, analyse_timeout_s: float = 120.0, render: RenderOptions | None = None,
         points: int = 8192, thumb_size: int = 64, contact_tolerance: float = 0.01, fresh: bool = False,
-        recycle_after: int = 200,
+        recycle_after: int = 200, full_views: bool = False,
     ) -> None:  # fmt: skip
         self.size, self.memory_mb, self.fresh, self.recycle_after = size, memory_mb, fresh, recycle_after
         self.python = python or bpy_python()
@@ -163,6 +165,7 @@ class BlenderPool:
         self.analyse_timeout_s = analyse_timeout_s
         self.render = render or RenderOptions()
         self.points, self.thumb_size, self.contact_tolerance = points, thumb_size, contact_tolerance
+        self.full_views = full_views
         self._log_dir = Path(tempfile.mkdtemp(prefix="harness-code3d-logs-"))
         self._idle: list[BlenderWorker] = []
         self._sem: asyncio.Semaphore | None = None
@@ -206,7 +209,7 @@ class BlenderPool:
             "id": f"{os.getpid()}-{self._count}-{time.monotonic_ns()}", "code": code, "render": self.render.to_dict(),
             "exec_timeout": self.exec_timeout_s, "render_timeout": self.render_timeout_s,
             "analyse_timeout": self.analyse_timeout_s, "points": self.points, "thumb_size": self.thumb_size,
-            "contact_tolerance": self.contact_tolerance, "seed": 0,
+            "contact_tolerance": self.contact_tolerance, "seed": 0, "full_views": self.full_views,
         }  # fmt: skip
 
     def execute_sync(self, code: str, artifacts_dir: str | Path) -> ExecResult:
@@ -239,7 +242,7 @@ class BlenderPool:
         image decoder, and the worker's Pillow is the one the renders go through)."""
         worker = self._take()
         job = {"id": f"thumbs-{time.monotonic_ns()}", "kind": "thumbs", "thumb_size": self.thumb_size,
-               "files": [f"ref_{i}.png" for i in range(len(images))]}  # fmt: skip
+               "files": [f"ref_{i}.png" for i in range(len(images))], "full_views": self.full_views}  # fmt: skip
         job_dir = worker.workdir / "jobs" / job["id"]
         job_dir.mkdir(parents=True)
         for i, src in enumerate(images):
@@ -254,6 +257,8 @@ class BlenderPool:
         out = Path(out_path)
         out.parent.mkdir(parents=True, exist_ok=True)
         _copy_regular(job_dir / "thumbs.npy", out)
+        if self.full_views:
+            _copy_regular(job_dir / "views.npy", out.with_name(out.stem + "_views.npy"))
         shutil.rmtree(job_dir, ignore_errors=True)
         return out
 
@@ -277,7 +282,8 @@ class BlenderPool:
             n_meshes=int(reply.get("n_meshes", 0) or 0), views=int(reply.get("views", 0) or 0),
             times={k: float(v) for k, v in (reply.get("times") or {}).items()}, artifacts_dir=str(artifacts.resolve()),
             glb=copied.get("model.glb"), renders=[copied[n] for n in VIEW_NAMES if n in copied],
-            points=copied.get("points.npy"), thumbs=copied.get("thumbs.npy"), analysis=analysis,
+            points=copied.get("points.npy"), thumbs=copied.get("thumbs.npy"), views_npy=copied.get("views.npy"),
+            analysis=analysis,
         )  # fmt: skip
 
 

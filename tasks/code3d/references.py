@@ -27,6 +27,7 @@ class Reference:
     renders: list[str]  # PNG views (rendered by us, or the benchmark's own)
     analysis: dict
     error: str | None = None
+    views: str | None = None  # full-size views as .npy (only when the pool makes them)
 
 
 def cache_root() -> Path:
@@ -38,7 +39,7 @@ def reference_key(item: Item, pool: BlenderPool) -> str:
     code_hash = stable_hash([(HERE / n).read_text() for n in ("worker.py", "geometry.py")])
     return stable_hash({
         "script": item.script, "images": item.reference_images, "render": pool.render.to_dict(),
-        "points": pool.points, "thumb": pool.thumb_size, "code": code_hash,
+        "points": pool.points, "thumb": pool.thumb_size, "code": code_hash, "full": pool.full_views,
     })[:24]  # fmt: skip
 
 
@@ -49,20 +50,23 @@ def prepare_reference(item: Item, pool: BlenderPool) -> Reference:
     with _LOCK:
         if meta.is_file():
             data = json.loads(meta.read_text())
-            return Reference(data["points"], data["thumbs"], data["renders"], data["analysis"], data.get("error"))
+            return Reference(**data)
         folder.mkdir(parents=True, exist_ok=True)
-        points = thumbs = error = None
+        points = thumbs = error = views = None
         renders: list[str] = []
         analysis: dict = {}
         if item.script:
             result = pool.execute_sync(item.script, folder)
             if result.ok:
                 points, thumbs, renders, analysis = result.points, result.thumbs, result.renders, result.analysis
+                views = result.views_npy
             else:
                 error = f"reference script {item.script_path} failed: {result.status} {result.error}"
         if item.reference_images:  # the benchmark's own views win over ours for image metrics
             thumbs = str(pool.thumbnails_sync(item.reference_images, folder / "given_thumbs.npy"))
             renders = list(item.reference_images)
-        ref = Reference(points, thumbs, renders, analysis, error)
+            given_views = folder / "given_thumbs_views.npy"
+            views = str(given_views) if given_views.is_file() else None
+        ref = Reference(points, thumbs, renders, analysis, error, views)
         meta.write_text(json.dumps(ref.__dict__))
         return ref

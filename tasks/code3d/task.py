@@ -17,7 +17,8 @@ would remove the duplicated spec.)
 Options (``-T``): data_dir (public benchmark folder; default: the shipped reference set), workers
 (Blender processes, default 1), size / samples (render px / Cycles spp; default 256 / 16),
 exec_timeout (s, default 60), memory_mb (per process, default 4096), fscore_threshold (default 0.05),
-max_tokens (default 4096), rounds, refine_model, feedback (traceback | renders).
+max_tokens (default 4096), rounds, refine_model, feedback (traceback | renders), prompt_type
+(description | instruction), image_encoder (local SigLIP-2/DINOv2 directory: embedding similarity).
 Artifacts (script, GLB, PNG renders) go under ``$HARNESS_ARTIFACTS`` (default ``./artifacts``)
 ``/<run>/<sample>/round<k>/`` and their paths into ``Score.details`` and ``Output.prediction``.
 """
@@ -29,6 +30,7 @@ import asyncio
 import atexit
 import os
 import re
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -61,7 +63,8 @@ RENDER_FEEDBACK = (
     "# Original task\n\n{original_task_block}"
 )
 PENALTY_FACTOR = 1.5  # failures count as 1.5 x the worst successful Chamfer (reference's penalised mean)
-IMAGE_KEYS = ("img_iou_paired", "img_ssim_paired", "img_iou_matched", "img_ssim_matched")
+IMAGE_KEYS = ("img_iou_paired", "img_ssim_paired", "img_iou_matched", "img_ssim_matched", "img_emb_paired",
+              "img_emb_matched")  # fmt: skip
 FENCE_LINE = re.compile(r"^\s*```(?:python|py)?\s*$")
 MAX_TRIM_LINES = 60
 
@@ -120,6 +123,7 @@ class Code3DConfig:
     feedback: str
     image_input: bool
     prompt_type: str  # description | instruction (text-to-3D user turn, as the reference's option)
+    image_encoder: str | None = None  # local transformers SigLIP/DINO directory for embedding similarity
 
 
 class Code3DRuntime:
@@ -133,13 +137,27 @@ class Code3DRuntime:
         self._pool: BlenderPool | None = None
         self._refs: dict[str, Reference] = {}
         self._model: Any = None
+        self._encoder: Any = None
+        self._encoder_lock = threading.Lock()
+
+    def encoder(self) -> Any:
+        with self._encoder_lock:  # measure() runs in worker threads
+            if self._encoder is None and self.cfg.image_encoder:
+                from harness.tasks.code3d.images import ImageEncoder
+
+                self._encoder = ImageEncoder(self.cfg.image_encoder)
+            return self._encoder
 
     @property
     def pool(self) -> BlenderPool:
         if self._pool is None:
             cfg = self.cfg
             self._pool = BlenderPool(
-                size=cfg.workers, render=cfg.render, exec_timeout_s=cfg.exec_timeout, memory_mb=cfg.memory_mb
+                size=cfg.workers,
+                render=cfg.render,
+                exec_timeout_s=cfg.exec_timeout,
+                memory_mb=cfg.memory_mb,
+                full_views=cfg.image_encoder is not None,
             )
             atexit.register(self._pool.close)
         return self._pool
@@ -202,6 +220,8 @@ class Code3DRuntime:
             pred, gold = np.load(result.thumbs, allow_pickle=False), np.load(ref.thumbs, allow_pickle=False)
             if pred.shape == gold.shape:
                 values.update(view_similarity(pred, gold))
+        if self.cfg.image_encoder and ref.views and result.views_npy:
+            values.update(self.encoder().similarity(np.load(result.views_npy), np.load(ref.views)))
         return values
 
     async def run_round(self, code: str, folder: Path, ref: Reference) -> tuple[ExecResult, dict[str, float]]:
@@ -308,7 +328,7 @@ class Code3DRuntime:
 
 def _build(setting: str, **options: Any) -> Task:
     known = {"data_dir", "workers", "size", "samples", "exec_timeout", "memory_mb", "fscore_threshold", "max_tokens",
-             "rounds", "refine_model", "feedback", "image", "prompt_type"}  # fmt: skip
+             "rounds", "refine_model", "feedback", "image", "prompt_type", "image_encoder"}  # fmt: skip
     unknown = set(options) - known
     if unknown:
         raise ValueError(f"unknown code3d option(s): {', '.join(sorted(unknown))}; known: {', '.join(sorted(known))}")
@@ -327,7 +347,7 @@ def _build(setting: str, **options: Any) -> Task:
         rounds=int(options.get("rounds", 3 if setting == "refine" else 1)),
         refine_model=options.get("refine_model"), feedback=feedback,
         image_input=setting == "image" or str(options.get("image", "false")).lower() in ("1", "true", "yes"),
-        prompt_type=prompt_type,
+        prompt_type=prompt_type, image_encoder=options.get("image_encoder"),
     )  # fmt: skip
     runtime = Code3DRuntime(cfg)
     files = [PROMPTS / n for n in (TEXT_SYSTEM, IMAGE_SYSTEM, FEEDBACK)]

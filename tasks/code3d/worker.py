@@ -237,23 +237,31 @@ def analyse_child(job: dict, job_dir: str) -> None:
         area=float(mesh.area), n_vertices=int(len(mesh.vertices)), n_faces=int(len(mesh.faces)),
         parts_checked=min(len(parts), max_parts),
     )  # fmt: skip
-    out["thumbs"] = write_thumbs(job_dir, VIEW_NAMES, int(job.get("thumb_size", 64)))
+    out["thumbs"] = write_thumbs(job_dir, VIEW_NAMES, int(job.get("thumb_size", 64)), bool(job.get("full_views")))
     out["seconds"] = time.monotonic() - t0
     write_json(os.path.join(job_dir, "analysis.json"), out)
 
 
-def write_thumbs(job_dir: str, names: tuple[str, ...] | list[str], size: int) -> str:
-    thumbs = []
+def write_thumbs(job_dir: str, names: tuple[str, ...] | list[str], size: int, full: bool = False) -> str:
+    """thumbs.npy: (V, size, size, 4) uint8; with ``full``, views.npy at the images' own size too
+    (for embedding models on the host, which has no image decoder)."""
+    thumbs, views = [], []
     for name in names:
         with Image.open(os.path.join(job_dir, name)) as im:
-            thumbs.append(np.asarray(im.convert("RGBA").resize((size, size), Image.BILINEAR), dtype=np.uint8))
+            rgba = im.convert("RGBA")
+            thumbs.append(np.asarray(rgba.resize((size, size), Image.BILINEAR), dtype=np.uint8))
+            if full:
+                side = max(rgba.size)
+                views.append(np.asarray(rgba.resize((side, side), Image.BICUBIC), dtype=np.uint8))
     path = os.path.join(job_dir, "thumbs.npy")
     np.save(path, np.stack(thumbs))
+    if full:
+        np.save(os.path.join(job_dir, "views.npy"), np.stack(views))
     return path
 
 
 def thumbs_child(job: dict, job_dir: str) -> None:
-    write_thumbs(job_dir, job["files"], int(job.get("thumb_size", 64)))
+    write_thumbs(job_dir, job["files"], int(job.get("thumb_size", 64)), bool(job.get("full_views")))
     write_json(os.path.join(job_dir, "analysis.json"), {"thumbs": os.path.join(job_dir, "thumbs.npy")})
 
 
