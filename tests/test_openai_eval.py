@@ -57,7 +57,7 @@ def test_eval_into_sqlite_with_a_garbled_sample(scripted_server, gsm8k_prompts, 
     srv.garble(times=None, match=lambda b: last_user_text(b) == broken_text)
 
     out = finish(harness_eval(sqlite_url, srv.base_url, "--limit", "20", "-M", "max_retries=1",
-                              "-M", "concurrency=3"))
+                              "-M", "concurrency=3", "-M", "price_in=1000", "-M", "price_out=2000"))
     assert "finished" in out and "1 errors" in out
 
     stored = rows(sqlite_url)
@@ -75,6 +75,7 @@ def test_eval_into_sqlite_with_a_garbled_sample(scripted_server, gsm8k_prompts, 
         assert r.output == (f"Adding up.\n#### {r.target}" if is_right else "#### -1")
         assert r.input_tokens == len(text.split()) and r.output_tokens == len(r.output.split())
         assert r.calls == 1 and r.latency_s > 0
+        assert r.cost == pytest.approx((1000 * r.input_tokens + 2000 * r.output_tokens) / 1e6)
     assert Counter(last_user_text(b) for b in srv.bodies())[broken_text] == 2  # first try + 1 retry
     assert srv.max_in_flight <= 3
     with open_db(sqlite_url)() as s:
@@ -82,6 +83,7 @@ def test_eval_into_sqlite_with_a_garbled_sample(scripted_server, gsm8k_prompts, 
         metric = s.scalars(select(MetricRow).where(MetricRow.run_id == run.id, MetricRow.name == "exact_match",
                                                    MetricRow.breakdown_key == "")).one()
     assert run.status == "finished" and run.n_done == 20 and run.n_errors == 1
+    assert run.total_cost == pytest.approx(sum(r.cost for r in good)) and run.total_cost > 0
     assert metric.n == 19
     assert metric.value == pytest.approx(sum(r.scores["exact_match"] for r in good) / 19)
     assert 0 < metric.value < 1
