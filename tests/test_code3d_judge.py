@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import math
+from pathlib import Path
 
 import pytest
 
@@ -58,3 +60,52 @@ def test_ratings_rank_the_better_model_first() -> None:
     ratings = rate_verdicts(votes)
     by = ratings.by_model()
     assert by["good"].rating > by["bad"].rating
+
+
+def test_judge_command_over_two_stored_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two stored runs (one writes the reference script, one a broken one) judged end to end."""
+    from harness.tasks.code3d.executor import BpyUnavailable, bpy_python
+
+    try:
+        bpy_python()
+    except BpyUnavailable:
+        pytest.skip("bpy venv missing")
+    from typer.testing import CliRunner
+
+    from harness.cli import app
+    from harness.runner import EvalConfig, evaluate
+
+    monkeypatch.setenv("HARNESS_ARTIFACTS", str(tmp_path / "art"))
+    db = f"sqlite:///{tmp_path / 'j.db'}"
+    refs = Path(__file__).resolve().parents[1] / "tasks" / "code3d" / "references"
+    scripts = {"good": (refs / "snowman.py").read_text(), "cube": "import bpy\nbpy.ops.mesh.primitive_cube_add()\n",
+               "broken": "import bpy\nbpy.ops.mesh.primitive_cube_add(sizee=1)\n"}  # fmt: skip
+    names = []
+    for name, text in scripts.items():
+        summary = evaluate(EvalConfig(
+            task="code3d", model="builtin:constant", model_settings={"text": text}, sample_ids=["snowman"],
+            db_url=db, progress=False, run_name=f"run-{name}", task_options={"size": 64, "samples": 2},
+        ))  # fmt: skip
+        names.append(summary.run_name)
+    human = tmp_path / "human.jsonl"
+    spec = {n: f"builtin:constant?text={t}" for n, t in scripts.items()}
+    human.write_text(json.dumps({"sample_id": "snowman", "model_a": spec["good"], "model_b": spec["cube"],
+                                 "winner": "a"}) + "\n")  # fmt: skip
+    verdict = 'Verdict: {"winner": "a", "reasoning": "first"}'  # a plain literal would be parsed by -J
+    result = CliRunner().invoke(app, ["code3d", "judge", *names, "--judge", "builtin:constant", "-J",
+                                      f"text={verdict}", "--db", db, "--out", str(tmp_path / "votes.jsonl"),
+                                      "--human", str(human)])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    votes = [json.loads(line) for line in (tmp_path / "votes.jsonl").read_text().splitlines()]
+    assert len(votes) == 3  # good-cube (judged), good-broken and cube-broken (decided by execution)
+    by_source = {(v["model_a"], v["model_b"]): (v["source"], v["outcome"]) for v in votes}
+    assert by_source[(spec["good"], spec["broken"])] == ("status", "a")
+    assert by_source[(spec["cube"], spec["broken"])] == ("status", "a")
+    assert by_source[(spec["good"], spec["cube"])][0] == "judge"
+    assert "Rating" in result.output and "agreement with 1 human votes" in result.output
+    import sqlite3
+
+    con = sqlite3.connect(tmp_path / "j.db")
+    n = con.execute("select count(*) from judgements").fetchone()[0]
+    con.close()
+    assert n == 1

@@ -101,3 +101,90 @@ def agreement(judge_outcomes: Sequence[str | None], human_outcomes: Sequence[str
     expected = pj * ph + (1 - pj) * (1 - ph)
     kappa = (observed - expected) / (1 - expected) if expected < 1 else float("nan")
     return {"n": float(n), "accuracy": observed, "kappa": kappa}
+
+
+@dataclass
+class PairVote:
+    sample_id: str
+    model_a: str
+    model_b: str
+    outcome: str | None  # a | b | tie | both_bad; None: the judge gave no parseable verdict
+    source: str  # "judge", or "status" when execution alone decided (one or both sides failed)
+    run_a: int
+    run_b: int
+
+
+def _prompt_text(sample_input: dict[str, Any]) -> str:
+    users = [m for m in sample_input.get("messages", []) if m.get("role") == "user"]
+    if not users:
+        return ""
+    content = users[-1].get("content", [])
+    if isinstance(content, str):
+        return content
+    return "".join(p.get("text", "") for p in content if p.get("type") == "text")
+
+
+def load_run_outputs(session: Any, run_id: int) -> dict[str, dict[str, Any]]:
+    """sample id -> {status, renders, code, prompt, reference_renders, image} of one stored run."""
+    from sqlalchemy import select
+
+    from harness.store.schema import SampleResultRow
+    from harness.tasks.code3d.task import extract_code
+
+    rows = session.execute(
+        select(SampleResultRow.sample_id, SampleResultRow.input, SampleResultRow.output, SampleResultRow.details,
+               SampleResultRow.error).where(SampleResultRow.run_id == run_id, SampleResultRow.epoch == 0)
+    )  # fmt: skip
+    out = {}
+    for sample_id, sample_input, text, details, error in rows:
+        details = details or {}
+        out[sample_id] = {
+            "status": details.get("status") or ("ERR_MODEL" if error else "MISSING"),
+            "renders": list(details.get("renders") or []), "code": extract_code(text or "")[0],
+            "prompt": _prompt_text(sample_input or {}), "reference_renders": details.get("reference_renders") or [],
+            "image": (sample_input or {}).get("metadata", {}).get("setting") == "image",
+        }  # fmt: skip
+    return out
+
+
+async def judge_runs(
+    sessions: Any, run_ids: Sequence[int], ctx: ScoreContext, *, mode: str = "image"
+) -> list[PairVote]:
+    """Every pair of runs on every sample both have: execution decides when a side failed (both
+    failed: both_bad; one failed: the other wins), the judge decides otherwise. Verdicts are stored
+    as judgement rows of run A."""
+    from itertools import combinations
+
+    from sqlalchemy import select
+
+    from harness.store.ops import write_judgements
+    from harness.store.schema import ModelRow, RunRow
+
+    with sessions() as s:
+        names = {rid: s.scalar(select(ModelRow.spec).join(RunRow, RunRow.model_id == ModelRow.id)
+                               .where(RunRow.id == rid)) for rid in run_ids}  # fmt: skip
+        outputs = {rid: load_run_outputs(s, rid) for rid in run_ids}
+    votes: list[PairVote] = []
+    records: list[dict[str, Any]] = []
+    for ra, rb in combinations(run_ids, 2):
+        for sid in sorted(set(outputs[ra]) & set(outputs[rb])):
+            a, b = outputs[ra][sid], outputs[rb][sid]
+            ok_a, ok_b = a["status"] == "OK", b["status"] == "OK"
+            if not (ok_a and ok_b):
+                outcome = "both_bad" if not (ok_a or ok_b) else ("a" if ok_a else "b")
+                votes.append(PairVote(sid, names[ra], names[rb], outcome, "status", ra, rb))
+                continue
+            outcome, verdict = await judge_pair(
+                ctx, f"{ra}-{rb}-{sid}", a["prompt"], Contestant(names[ra], a["renders"], a["code"]),
+                Contestant(names[rb], b["renders"], b["code"]), mode=mode,
+                reference_images=a["reference_renders"] if a["image"] else (),
+            )  # fmt: skip
+            votes.append(PairVote(sid, names[ra], names[rb], outcome, "judge", ra, rb))
+            for rec in verdict.records:
+                rec["verdict"].update(model_a=names[ra], model_b=names[rb], run_b=rb, outcome=outcome)
+                records.append({"run_id": ra, "sample_id": sid, "epoch": 0, **rec})
+    if records:
+        with sessions() as s:
+            write_judgements(s, records)
+            s.commit()
+    return votes

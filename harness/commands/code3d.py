@@ -1,0 +1,105 @@
+"""``harness code3d judge``: pairwise judge between stored code3d runs, Bradley-Terry ratings, and
+agreement with human votes (3DCodeBench's arena protocol; see tasks/code3d/README.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from harness.cli import DbOpt, _console, _sessions, fail
+
+code3d_app = typer.Typer(no_args_is_help=True, help="3DCodeBench: pairwise judging of stored runs.")
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(code3d_app, name="code3d")
+
+
+@code3d_app.command("judge")
+def judge_cmd(
+    runs: Annotated[list[str], typer.Argument(help="Two or more code3d run names or ids")],
+    judge: Annotated[str, typer.Option("--judge", help="Judge model spec (a VLM for --mode image)")],
+    mode: Annotated[str, typer.Option("--mode", help="image (renders) or code (scripts)")] = "image",
+    judge_opt: Annotated[list[str] | None, typer.Option("-J", help="Judge setting key=value")] = None,
+    human: Annotated[
+        Path | None, typer.Option("--human", help="JSONL of human votes: sample_id, model_a, model_b, winner")
+    ] = None,  # fmt: skip
+    out: Annotated[Path | None, typer.Option("--out", help="Write every vote as JSONL here")] = None,
+    db: DbOpt = None,
+) -> None:
+    """Judge every pair of runs on their common samples; print Bradley-Terry ratings."""
+    import asyncio
+    import json
+
+    from rich.table import Table
+
+    from harness.cli import parse_kv
+    from harness.data import read_jsonl
+    from harness.model import close_model
+    from harness.modelspec import build_model
+    from harness.ratings import RatingsError
+    from harness.store.ops import find_run
+    from harness.task import ScoreContext
+    from harness.tasks.code3d.judge import agreement, judge_runs, rate_verdicts
+
+    if len(runs) < 2:
+        fail("give at least two runs")
+    if mode not in ("image", "code"):
+        fail("--mode must be image or code")
+    sessions = _sessions(db)
+    run_ids = []
+    with sessions() as s:
+        for name in runs:
+            row = find_run(s, name)
+            if row is None:
+                fail(f"no run {name!r}")
+            else:
+                run_ids.append(row.id)
+    judge_model = build_model(judge, parse_kv(judge_opt or [], "-J"), {"text", "image"})
+    ctx = ScoreContext(judge=judge_model, judge_spec=judge, sessions=sessions)
+
+    async def go():  # type: ignore[no-untyped-def]
+        try:
+            return await judge_runs(sessions, run_ids, ctx, mode=mode)
+        finally:
+            await close_model(judge_model)
+
+    votes = asyncio.run(go())
+    decided = [(v.model_a, v.model_b, v.outcome) for v in votes if v.outcome is not None]
+    if out is not None:
+        out.write_text("".join(json.dumps(v.__dict__) + "\n" for v in votes))
+    con = _console()
+    unparsed = sum(v.outcome is None for v in votes)
+    n_judged, n_status = sum(v.source == "judge" for v in votes), sum(v.source == "status" for v in votes)
+    con.print(f"{len(votes)} pairs: {n_judged} judged, {n_status} decided by execution, {unparsed} without a verdict")
+    if not decided:
+        fail("no decided pairs to rate")
+    try:
+        ratings = rate_verdicts(decided)
+    except RatingsError as exc:
+        fail(str(exc))
+    table = Table(title=f"code3d pairwise ratings ({mode} judge {judge})")
+    for col in ("Rank (UB)", "Model", "Rating", "95% CI", "Votes", "Win rate"):
+        table.add_column(col, justify="left" if col == "Model" else "right")
+    for r in ratings.ratings:
+        table.add_row(str(r.rank), r.model, f"{r.rating:.0f}", f"[{r.ci_low:.0f}, {r.ci_high:.0f}]", f"{r.votes:.0f}",
+                      f"{100 * r.win_rate:.1f}%")  # fmt: skip
+    con.print(table)
+    if human is not None:
+        judged = {(v.sample_id, v.model_a, v.model_b): v.outcome for v in votes}
+        pairs_j, pairs_h = [], []
+        for _, row in read_jsonl(human):
+            key = (str(row.get("sample_id")), str(row.get("model_a")), str(row.get("model_b")))
+            flipped = (key[0], key[2], key[1])
+            if key in judged:
+                pairs_j.append(judged[key])
+            elif flipped in judged:
+                pairs_j.append({"a": "b", "b": "a"}.get(judged[flipped] or "", judged[flipped]))
+            else:
+                continue
+            pairs_h.append(str(row.get("winner", "")).lower())
+        agree = agreement(pairs_j, pairs_h)
+        con.print(f"agreement with {len(pairs_h)} human votes (ties dropped, n={agree['n']:.0f}): "
+                  f"accuracy {agree['accuracy']:.3f}, Cohen's kappa {agree['kappa']:.3f}")  # fmt: skip
