@@ -189,3 +189,35 @@ def test_cli_push_to_live_server(live, tmp_path):
 
     runs = httpx.get(base + "/api/runs").json()["rows"]
     assert any(r["run_name"] == "from-elsewhere" and r["n_done"] == 7 for r in runs)
+
+
+def test_harness_serve_and_token_commands(tmp_path):
+    harness = shutil.which("harness")
+    cmd = [harness] if harness else [sys.executable, "-m", "harness.cli"]
+    db = f"sqlite:///{tmp_path / 'serve.db'}"
+    made = subprocess.run(cmd + ["serve", "--token-create", "robot", "--db", db], capture_output=True, text=True)
+    assert made.returncode == 0 and made.stdout.strip().startswith("hlb_")
+    listed = subprocess.run(cmd + ["tokens", "list", "--db", db], capture_output=True, text=True)
+    assert listed.stdout.startswith("robot\tactive")
+    port = _free_port()
+    proc = subprocess.Popen(cmd + ["serve", "--db", db, "--port", str(port)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        import httpx
+
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                r = httpx.get(f"http://127.0.0.1:{port}/api/runs", timeout=5)
+                break
+            except httpx.TransportError:
+                assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.stderr else ""
+                time.sleep(0.2)
+        assert r.status_code == 200 and r.json()["rows"] == []
+        body = {"task": {"name": "t", "version": "1", "content_hash": "h"}, "model": {"spec": "builtin:echo"},
+                "run": {"name": "r"}}
+        auth = {"Authorization": f"Bearer {made.stdout.strip()}"}
+        assert httpx.post(f"http://127.0.0.1:{port}/api/runs", json=body, headers=auth).status_code == 200
+    finally:
+        proc.terminate()
+        proc.wait(10)
