@@ -18,6 +18,7 @@ import selectors
 import shutil
 import stat
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -108,7 +109,12 @@ class BlenderWorker:
             env={"OMP_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1"}, stderr=self._log, nproc=256,
         )  # fmt: skip
         self.jobs = 0
-        self.info = self._read_reply(READY_TIMEOUT_S)
+        try:
+            self.info = self._read_reply(READY_TIMEOUT_S)
+        except BaseException:
+            tail = self.log_tail()
+            self.close()
+            raise WorkerDied(f"Blender worker did not start: {tail}") from None
 
     def _read_reply(self, timeout_s: float) -> dict[str, Any]:
         stdout = self.proc.popen.stdout
@@ -168,7 +174,9 @@ class BlenderPool:
         self.full_views = full_views
         self._log_dir = Path(tempfile.mkdtemp(prefix="harness-code3d-logs-"))
         self._idle: list[BlenderWorker] = []
-        self._sem: asyncio.Semaphore | None = None
+        self._lock = threading.Lock()
+        # at most ``size`` workers exist at once, whichever thread (scorer, reference prep) asks
+        self._slots = threading.BoundedSemaphore(size)
         self._count = 0
 
     # --- worker management -------------------------------------------------------------------
@@ -179,21 +187,35 @@ class BlenderPool:
         return BlenderWorker(self.python, self.memory_mb, self._cpu_limit(), self._log_dir)
 
     def _take(self) -> BlenderWorker:
-        return self._idle.pop() if self._idle and not self.fresh else self._new_worker()
+        self._slots.acquire()
+        try:
+            with self._lock:
+                if self._idle and not self.fresh:
+                    return self._idle.pop()
+            return self._new_worker()
+        except BaseException:
+            self._slots.release()
+            raise
 
-    def _give_back(self, worker: BlenderWorker) -> None:
-        if self.fresh or worker.jobs >= self.recycle_after:
-            worker.close()
-        else:
-            self._idle.append(worker)
+    def _give_back(self, worker: BlenderWorker, *, broken: bool = False) -> None:
+        try:
+            if broken or self.fresh or worker.jobs >= self.recycle_after:
+                worker.close()
+            else:
+                with self._lock:
+                    self._idle.append(worker)
+        finally:
+            self._slots.release()
 
     def warm_up(self) -> None:
-        while len(self._idle) < self.size and not self.fresh:
-            self._idle.append(self._new_worker())
+        with self._lock:
+            while len(self._idle) < self.size and not self.fresh:
+                self._idle.append(self._new_worker())
 
     def close(self) -> None:
-        while self._idle:
-            self._idle.pop().close()
+        with self._lock:
+            while self._idle:
+                self._idle.pop().close()
         shutil.rmtree(self._log_dir, ignore_errors=True)
 
     def __enter__(self) -> BlenderPool:
@@ -221,7 +243,7 @@ class BlenderPool:
         try:
             reply = worker.submit(job, deadline)
         except (TimeoutError, WorkerDied) as exc:
-            worker.close()
+            self._give_back(worker, broken=True)
             status = "ERR_TIMEOUT" if isinstance(exc, TimeoutError) else "ERR_EXEC"
             return ExecResult(status, error=str(exc)[:2000], seconds=time.monotonic() - start)
         try:
@@ -232,35 +254,39 @@ class BlenderPool:
         return result
 
     async def execute(self, code: str, artifacts_dir: str | Path) -> ExecResult:
-        if self._sem is None:
-            self._sem = asyncio.Semaphore(self.size)
-        async with self._sem:
-            return await asyncio.to_thread(self.execute_sync, code, artifacts_dir)
+        return await asyncio.to_thread(self.execute_sync, code, artifacts_dir)
 
     def thumbnails_sync(self, images: list[str | Path], out_path: str | Path) -> Path:
-        """Decode reference PNGs into a (4, S, S, 4) uint8 .npy (inside the sandbox: the host has no
+        """Decode reference PNGs into a (V, S, S, 4) uint8 .npy (inside the sandbox: the host has no
         image decoder, and the worker's Pillow is the one the renders go through)."""
         worker = self._take()
-        job = {"id": f"thumbs-{time.monotonic_ns()}", "kind": "thumbs", "thumb_size": self.thumb_size,
-               "files": [f"ref_{i}.png" for i in range(len(images))], "full_views": self.full_views}  # fmt: skip
-        job_dir = worker.workdir / "jobs" / job["id"]
-        job_dir.mkdir(parents=True)
-        for i, src in enumerate(images):
-            shutil.copyfile(src, job_dir / f"ref_{i}.png")
-        shutil.chown(job_dir, worker.proc.uid, worker.proc.uid) if worker.proc.uid is not None else None
+        broken = False
         try:
-            reply = worker.submit(job, self.analyse_timeout_s + 30)
+            job = {"id": f"thumbs-{time.monotonic_ns()}", "kind": "thumbs", "thumb_size": self.thumb_size,
+                   "files": [f"ref_{i}.png" for i in range(len(images))], "full_views": self.full_views}  # fmt: skip
+            job_dir = worker.workdir / "jobs" / job["id"]
+            job_dir.mkdir(parents=True)
+            for i, src in enumerate(images):
+                shutil.copyfile(src, job_dir / f"ref_{i}.png")
+            if worker.proc.uid is not None:
+                for path in [job_dir, *job_dir.iterdir()]:
+                    os.chown(path, worker.proc.uid, worker.proc.uid)
+            try:
+                reply = worker.submit(job, self.analyse_timeout_s + 30)
+            except (TimeoutError, WorkerDied):
+                broken = True
+                raise
+            if reply.get("status") != "OK":
+                raise RuntimeError(f"could not decode reference images {images}: {reply.get('error', reply)}")
+            out = Path(out_path)
+            out.parent.mkdir(parents=True, exist_ok=True)
+            _copy_regular(job_dir / "thumbs.npy", out)
+            if self.full_views:
+                _copy_regular(job_dir / "views.npy", out.with_name(out.stem + "_views.npy"))
+            shutil.rmtree(job_dir, ignore_errors=True)
+            return out
         finally:
-            self._give_back(worker)
-        if reply.get("status") != "OK":
-            raise RuntimeError(f"could not decode reference images {images}: {reply.get('error', reply)}")
-        out = Path(out_path)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        _copy_regular(job_dir / "thumbs.npy", out)
-        if self.full_views:
-            _copy_regular(job_dir / "views.npy", out.with_name(out.stem + "_views.npy"))
-        shutil.rmtree(job_dir, ignore_errors=True)
-        return out
+            self._give_back(worker, broken=broken)
 
     def _collect(self, reply: dict[str, Any], worker: BlenderWorker, artifacts: Path) -> ExecResult:
         status = str(reply.get("status", "ERR_EXEC"))
