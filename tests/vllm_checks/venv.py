@@ -43,7 +43,19 @@ def vllm_python() -> str:
         if os.environ.get("CI", "").lower() == "true":
             pytest.fail(message)
         pytest.skip(message)
+    _point_at_this_checkout(Path(python))
     return python
+
+
+def _point_at_this_checkout(python: Path) -> None:
+    """The venv's editable harness must be this checkout (CI clones elsewhere and leaves the venv
+    pointing there): reinstall it, as 60-vllm.sh does, when it is not."""
+    stamp = python.parent.parent / ".harness-root"
+    if stamp.exists() and stamp.read_text().strip() == str(ROOT):
+        return
+    subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", "-e", str(ROOT)], check=True,
+                   capture_output=True, timeout=300)
+    stamp.write_text(f"{ROOT}\n")
 
 
 def check_env(tmp: Path) -> dict[str, str]:
