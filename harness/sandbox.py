@@ -19,13 +19,16 @@ Containment when running as root with util-linux ``unshare`` (the CI and dev mac
   (verified by write probes before the program starts); a fresh small tmpfs covers /dev/shm. The
   program runs as the unprivileged uid, so it cannot undo any of it. The rest of the system (/usr,
   /etc, the repository) stays readable, as an interpreter needs;
-* **resources**: ``RLIMIT_AS`` = memory_mb, ``RLIMIT_CPU`` ~ timeout, ``RLIMIT_FSIZE``, no core
-  dumps, plus a wall-clock timeout enforced by the parent (SIGKILL of the whole namespace);
+* **resources**: ``RLIMIT_AS`` = memory_mb, ``RLIMIT_CPU`` ~ timeout, ``RLIMIT_FSIZE`` (per file;
+  there is no quota on the number of files in the work dir), no core dumps, plus a wall-clock
+  timeout enforced by the parent (SIGKILL of the whole namespace);
 * **environment**: a clean one (PATH, HOME and TMPDIR = the work dir, LANG), plus ``env``.
 
 Without root or namespaces (``isolation="best-effort"`` on the result) it still applies the rlimits,
 the private cwd/HOME, the clean environment and the timeout, but network and filesystem writes are
 *not* contained; callers that need those guarantees must check ``result.isolation``.
+
+Cost: ~0.55 s per ``run_python("print(1)")`` here versus ~0.25 s without the namespaces.
 
 Statuses: ``ok`` (exit 0), ``error`` (non-zero exit), ``timeout`` (wall clock or CPU limit),
 ``memory`` (the address-space limit was hit: a MemoryError / bad_alloc / allocation failure in
