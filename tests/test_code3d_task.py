@@ -41,12 +41,14 @@ class ScriptedModel:
 
     batch_size, concurrency, cacheable = 8, 1, False
     modalities = frozenset({"text", "image"})
+    seen: list[Request] = []  # every request any instance answered (the refine task builds its own)
 
     def __init__(self, spec: str, mode: str) -> None:
         self.spec, self.mode = spec, mode
         self.items = load_offline()
 
     def reply(self, request: Request) -> str:
+        ScriptedModel.seen.append(request)
         text = request.messages[-1].text_content
         item = next(i for i in self.items if i.description in text)
         if self.mode == "broken_first" and "FAILED to produce" not in text:
@@ -103,6 +105,23 @@ def test_refinement_fixes_a_broken_script_in_round_two(tmp_path: Path, monkeypat
     assert metrics["rounds_used"] == 2.0
     assert metrics["chamfer_r2"] < 5e-3  # the reference script against its own reference
     assert metrics["executable"] == 1.0
+
+
+def test_render_feedback_shows_the_model_its_renders(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HARNESS_ARTIFACTS", str(tmp_path / "art"))
+    ScriptedModel.seen.clear()
+    spec = "code3d_test_scripted:reference"
+    summary = evaluate(EvalConfig(
+        task="code3d_refine", model=spec, sample_ids=["mug"], db_url=f"sqlite:///{tmp_path / 'f.db'}",
+        task_options={"refine_model": spec, "size": 64, "samples": 2, "rounds": 2, "feedback": "renders"},
+        progress=False,
+    ))  # fmt: skip
+    metrics = {m.name: m.value for m in summary.metrics if not m.breakdown_key}
+    assert metrics["rounds_used"] == 2.0 and metrics["executable_r1"] == 1.0 and metrics["executable_r2"] == 1.0
+    second = ScriptedModel.seen[-1].messages[-1]
+    images = [p.path for p in second.content if p.type == "image"]
+    assert len(images) == 4 and all(Path(p).name.startswith("Image_0") and "round1" in p for p in images)
+    assert "improved, COMPLETE script" in second.text_content
 
 
 def test_bad_option_is_a_clear_error() -> None:
