@@ -57,14 +57,14 @@ def test_infinite_loop_times_out() -> None:
     result = run_python("while True:\n    pass\n", timeout_s=2, memory_mb=1024)
     result.cleanup()
     assert result.status == "timeout"
-    assert 1.5 < result.seconds < 10
+    assert 1.5 < result.seconds < 20  # generous: the machine may be heavily loaded
 
 
 def test_sleeping_process_hits_wall_clock_not_cpu() -> None:
     result = run_python("import time; time.sleep(60)", timeout_s=1.5, memory_mb=1024)
     result.cleanup()
     assert result.status == "timeout"
-    assert result.seconds < 10
+    assert result.seconds < 20
 
 
 def test_unbounded_allocation_ends_as_memory() -> None:
@@ -91,7 +91,7 @@ def test_fork_bomb_is_contained() -> None:
     result = run_python(code, timeout_s=3, memory_mb=256, nproc=32)
     result.cleanup()
     assert result.status == "timeout"
-    assert result.seconds < 15
+    assert result.seconds < 30
     # nothing of it survives: no process runs under the run's throwaway uid any more
     sandbox_uid = result.details["uid"]
     assert isinstance(sandbox_uid, int) and 200_000 <= sandbox_uid <= 299_999
