@@ -387,7 +387,9 @@ def load(path: str, **settings: Any) -> HFModel:
     tokenizer.padding_side = "left"  # decoder-only batching: prompts end where generation starts
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
-    default_batch = 32 if device.startswith("cuda") else 8
+    # CPU decoding is weight-bandwidth bound: 16 rows cost far less than 2x 8 (SmolLM2, 1 thread:
+    # 137 ms/step at 8 rows, 268 ms at 32), while more rows mean a later first commit
+    default_batch = 32 if device.startswith("cuda") else 16
     spec_settings = {**gen, **{k: load_opts[k] for k in ("dtype", "gguf_file", "revision") if k in load_opts}}
     return HFModel(
         spec=spec_string(path, spec_settings),

