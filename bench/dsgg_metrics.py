@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from functools import reduce
 
 import numpy as np
 
@@ -29,42 +30,45 @@ from harness.tasks.dsgg.metrics import (
 )
 
 
-def synthetic(n_frames: int, pairs_per_frame: int, n_videos: int, seed: int = 0
+def synthetic(n_frames: int, pairs_per_frame: int, n_videos: int, seed: int = 0, vary: bool = True
               ) -> tuple[AGGroundTruth, AGPrediction, np.ndarray]:
-    """Frames with one person and ``pairs_per_frame`` objects; GT relations on a few pairs, predictions
-    with jittered boxes, random labels (SGDet-like) and random distributions."""
+    """Frames with one person and P objects (P uniform in 1..2*pairs_per_frame-1 with ``vary``, so frames
+    with fewer than 4 pairs take the zero-padded no-constraint path), GT relations on up to 4 of them,
+    predictions with jittered boxes, mostly right labels (SGDet-like) and random distributions."""
     rng = np.random.default_rng(seed)
-    n_obj = pairs_per_frame + 1
-    base = rng.uniform(0, 400, size=(n_frames, n_obj, 2))
-    size = rng.uniform(20, 200, size=(n_frames, n_obj, 2))
-    boxes = np.concatenate([base, base + size], axis=2)  # GT boxes (F, n_obj, 4)
-    classes = rng.integers(2, 37, size=(n_frames, n_obj))
-    classes[:, 0] = 1
-    # GT: 1-4 related objects per frame, each with attention + 1-2 spatial + 1-2 contacting
+    n_pairs = (rng.integers(1, 2 * pairs_per_frame, size=n_frames) if vary
+               else np.full(n_frames, pairs_per_frame))
+    n_obj = n_pairs + 1
+    first = np.r_[0, np.cumsum(n_obj)[:-1]]  # index of each frame's person box
+    total = int(n_obj.sum())
+    base = rng.uniform(0, 400, size=(total, 2))
+    boxes = np.concatenate([base, base + rng.uniform(20, 200, size=(total, 2))], axis=1)
+    classes = rng.integers(2, 37, size=total)
+    classes[first] = 1
     fr, sub, prd, obj, sb, ob = [], [], [], [], [], []
     for f in range(n_frames):
-        for o in range(1, 1 + int(rng.integers(1, 5))):
-            rels = [(0, o, ATTENTION[0] + rng.integers(0, 3))]
-            rels += [(o, 0, SPATIAL[0] + s) for s in rng.choice(6, rng.integers(1, 3), replace=False)]
-            rels += [(0, o, CONTACTING[0] + c) for c in rng.choice(17, rng.integers(1, 3), replace=False)]
+        person = first[f]
+        for o in range(1, 1 + min(int(rng.integers(1, 5)), int(n_pairs[f]))):
+            k = person + o
+            rels = [(person, k, ATTENTION[0] + rng.integers(0, 3))]
+            rels += [(k, person, SPATIAL[0] + s) for s in rng.choice(6, rng.integers(1, 3), replace=False)]
+            rels += [(person, k, CONTACTING[0] + c) for c in rng.choice(17, rng.integers(1, 3), replace=False)]
             for s, t, p in rels:
-                fr.append(f), sub.append(classes[f, s]), prd.append(p), obj.append(classes[f, t])
-                sb.append(boxes[f, s]), ob.append(boxes[f, t])
+                fr.append(f), sub.append(classes[s]), prd.append(p), obj.append(classes[t])
+                sb.append(boxes[s]), ob.append(boxes[t])
     gt = AGGroundTruth(np.array(fr), np.array(sub), np.array(prd), np.array(obj), np.array(sb), np.array(ob),
                        n_frames)
-    jitter = rng.normal(0, 12, size=boxes.shape)
-    pboxes = (boxes + jitter).reshape(-1, 4)
-    plabels = np.where(rng.random(classes.shape) < 0.8, classes, rng.integers(2, 37, classes.shape)).reshape(-1)
-    plabels.reshape(n_frames, n_obj)[:, 0] = 1
-    oscores = rng.uniform(0.3, 1.0, size=n_frames * n_obj)
-    person = np.arange(n_frames) * n_obj
-    pair_idx = np.stack([np.repeat(person, pairs_per_frame),
-                         (person[:, None] + np.arange(1, n_obj)[None]).reshape(-1)], 1)
-    pair_frame = np.repeat(np.arange(n_frames), pairs_per_frame)
-    n_pairs = pair_idx.shape[0]
-    att = rng.dirichlet(np.ones(3), size=n_pairs)
-    spa = rng.uniform(0, 1, size=(n_pairs, 6)) ** 3
-    con = rng.uniform(0, 1, size=(n_pairs, 17)) ** 3
+    pboxes = boxes + rng.normal(0, 12, size=boxes.shape)
+    plabels = np.where(rng.random(total) < 0.8, classes, rng.integers(2, 37, total))
+    plabels[first] = 1
+    oscores = rng.uniform(0.3, 1.0, size=total)
+    pair_frame = np.repeat(np.arange(n_frames), n_pairs)
+    within = np.arange(int(n_pairs.sum())) - np.repeat(np.r_[0, np.cumsum(n_pairs)[:-1]], n_pairs)
+    pair_idx = np.stack([first[pair_frame], first[pair_frame] + 1 + within], 1)
+    n = pair_idx.shape[0]
+    att = rng.dirichlet(np.ones(3), size=n)
+    spa = rng.uniform(0, 1, size=(n, 6)) ** 3
+    con = rng.uniform(0, 1, size=(n, 17)) ** 3
     pred = AGPrediction(pboxes, plabels, oscores, pair_idx, pair_frame, att, spa, con)
     video = np.sort(rng.integers(0, n_videos, n_frames))
     return gt, pred, video
@@ -74,85 +78,93 @@ def synthetic(n_frames: int, pairs_per_frame: int, n_videos: int, seed: int = 0
 # the baseline: per-frame Python loop mirroring the reference evaluator
 
 
-def _iou_one_to_many(box: np.ndarray, boxes: np.ndarray) -> np.ndarray:
-    out = np.zeros(len(boxes))
-    area = (box[2] - box[0] + 1) * (box[3] - box[1] + 1)
-    for n, b in enumerate(boxes):
-        iw = min(b[2], box[2]) - max(b[0], box[0]) + 1
-        if iw > 0:
-            ih = min(b[3], box[3]) - max(b[1], box[1]) + 1
-            if ih > 0:
-                ua = (b[2] - b[0] + 1) * (b[3] - b[1] + 1) + area - iw * ih
-                out[n] = iw * ih / ua
-    return out
+def _bbox_overlaps(boxes: np.ndarray, query: np.ndarray) -> np.ndarray:
+    """(N, K) IoU with the +1 convention (what STTran's Cython ``bbox_overlaps`` computes)."""
+    iw = np.minimum(boxes[:, None, 2], query[None, :, 2]) - np.maximum(boxes[:, None, 0], query[None, :, 0]) + 1
+    ih = np.minimum(boxes[:, None, 3], query[None, :, 3]) - np.maximum(boxes[:, None, 1], query[None, :, 1]) + 1
+    inter = np.where((iw > 0) & (ih > 0), iw * ih, 0.0)
+    area_b = (boxes[:, 2] - boxes[:, 0] + 1) * (boxes[:, 3] - boxes[:, 1] + 1)
+    area_q = (query[:, 2] - query[:, 0] + 1) * (query[:, 3] - query[:, 1] + 1)
+    return inter / (area_b[:, None] + area_q[None, :] - inter)
 
 
 def loop_evaluate(gt: AGGroundTruth, pred: AGPrediction, constraint: str = "with", iou_threshold: float = 0.5,
-                  semi_threshold: float = 0.9, ks: tuple[int, ...] = K_VALUES) -> tuple[dict, dict]:
+                  semi_threshold: float = 0.9, ks: tuple[int, ...] = K_VALUES, video: np.ndarray | None = None
+                  ) -> tuple[dict, dict]:
+    """STTran's evaluator structure: per video, per frame select that frame's pairs with a mask over the
+    video's pairs (``pred['im_idx'] == idx``), build the 3P x 26 score rows, pick triplets under the
+    constraint, sort by score (``argsort()[::-1]``), match with ``intersect_2d`` + per-GT box overlaps,
+    then per K ``reduce(np.union1d, pred_to_gt[:k])`` and TEMPURA's per-predicate hit/count update."""
     recall = {k: [] for k in ks}
     hit = {k: np.zeros(N_PREDICATES) for k in ks}
     count = {k: np.zeros(N_PREDICATES) for k in ks}
-    gt_by_frame: dict[int, list[int]] = {}
-    for i, f in enumerate(gt.frame.tolist()):
-        gt_by_frame.setdefault(f, []).append(i)
-    pairs_by_frame: dict[int, list[int]] = {}
-    for i, f in enumerate(pred.pair_frame.tolist()):
-        pairs_by_frame.setdefault(f, []).append(i)
-    for f in range(gt.n_frames):
-        gi = gt_by_frame.get(f)
-        if not gi:
+    video = np.zeros(gt.n_frames, dtype=np.int64) if video is None else video
+    gt_order = np.argsort(gt.frame, kind="stable")
+    gt_bounds = np.searchsorted(gt.frame[gt_order], np.arange(gt.n_frames + 1))
+    pair_order = np.argsort(pred.pair_frame, kind="stable")
+    pf_sorted = pred.pair_frame[pair_order]
+    v_bounds = np.searchsorted(video, np.arange(int(video.max()) + 2))
+    for v in range(len(v_bounds) - 1):
+        f0, f1 = v_bounds[v], v_bounds[v + 1]
+        if f0 == f1:
             continue
-        pi = pairs_by_frame.get(f, [])
-        pairs = pred.pair_idx[pi]
-        rels = np.concatenate([pairs, pairs[:, ::-1], pairs], 0)
-        n = len(pi)
-        scores = np.zeros((3 * n, N_PREDICATES))
-        scores[:n, ATTENTION[0]:ATTENTION[1]] = pred.attention[pi]
-        scores[n:2 * n, SPATIAL[0]:SPATIAL[1]] = pred.spatial[pi]
-        scores[2 * n:, CONTACTING[0]:CONTACTING[1]] = pred.contacting[pi]
-        if constraint == "semi":
-            pr, ps = [], []
-            for i, j in enumerate(rels):
-                if scores[i, 0] + scores[i, 1] > 0:
-                    pr.append([*j, scores[i].argmax()]), ps.append(scores[i].max())
-                elif scores[i, 3] + scores[i, 4] > 0 or scores[i, 9] + scores[i, 10] > 0:
-                    for k in np.where(scores[i] > semi_threshold)[0]:
-                        pr.append([*j, k]), ps.append(scores[i, k])
-            pred_rels, pred_scores = np.array(pr, dtype=np.int64).reshape(-1, 3), np.array(ps)
-        elif constraint == "no":
-            overall = pred.obj_scores[rels].prod(1)[:, None] * scores
-            flat = np.argsort(-overall.ravel(), kind="stable")[:100]
-            r, c = np.unravel_index(flat, overall.shape)
-            pred_rels = np.column_stack((rels[r], c))
-            pred_scores = scores[r, c]
-        else:
-            pred_rels = np.column_stack((rels, scores.argmax(1)))
-            pred_scores = scores.max(1)
-        total = pred.obj_scores[pred_rels[:, 0]] * pred.obj_scores[pred_rels[:, 1]] * pred_scores \
-            if len(pred_rels) else np.zeros(0)
-        order = np.argsort(total, kind="stable")[::-1]
-        pred_rels = pred_rels[order]
-        matched: set[int] = set()
-        gt_trip = np.column_stack((gt.sub_cls[gi], gt.pred[gi], gt.obj_cls[gi]))
-        p_trip = np.column_stack((pred.labels[pred_rels[:, 0]], pred_rels[:, 2], pred.labels[pred_rels[:, 1]])) \
-            if len(pred_rels) else np.zeros((0, 3), dtype=np.int64)
-        first: dict[int, int] = {}
-        for local, g in enumerate(gi):
-            keep = np.where((p_trip == gt_trip[local]).all(1))[0]
-            if keep.size == 0:
+        lo, hi = np.searchsorted(pf_sorted, [f0, f1])
+        vp = pair_order[lo:hi]  # the video's pairs (STTran evaluates one video per call)
+        im_idx = pred.pair_frame[vp] - f0
+        for idx in range(f1 - f0):
+            gi = gt_order[gt_bounds[f0 + idx]:gt_bounds[f0 + idx + 1]]
+            if gi.size == 0:
                 continue
-            si = _iou_one_to_many(gt.sub_box[g], pred.boxes[pred_rels[keep, 0]])
-            oi = _iou_one_to_many(gt.obj_box[g], pred.boxes[pred_rels[keep, 1]])
-            ok = keep[(si >= iou_threshold) & (oi >= iou_threshold)]
-            if ok.size:
-                first[local] = int(ok.min())
-        for k in ks:
-            matched = {g for g, r in first.items() if r < k}
-            recall[k].append(len(matched) / len(gi))
-            for local, g in enumerate(gi):
-                count[k][gt.pred[g]] += 1
-                if local in matched:
-                    hit[k][gt.pred[g]] += 1
+            pairs = pred.pair_idx[vp][im_idx == idx]
+            n = pairs.shape[0]
+            rels = np.concatenate((pairs, pairs[:, ::-1], pairs), axis=0)
+            s1 = np.concatenate((pred.attention[vp][im_idx == idx], np.zeros((n, 6)), np.zeros((n, 17))), axis=1)
+            s2 = np.concatenate((np.zeros((n, 3)), pred.spatial[vp][im_idx == idx], np.zeros((n, 17))), axis=1)
+            s3 = np.concatenate((np.zeros((n, 3)), np.zeros((n, 6)), pred.contacting[vp][im_idx == idx]), axis=1)
+            scores = np.concatenate((s1, s2, s3), axis=0)
+            if constraint == "semi":
+                pr, ps = [], []
+                for i, j in enumerate(rels):
+                    if scores[i, 0] + scores[i, 1] > 0:
+                        pr.append(np.append(j, scores[i].argmax())), ps.append(scores[i].max())
+                    elif scores[i, 3] + scores[i, 4] > 0 or scores[i, 9] + scores[i, 10] > 0:
+                        for k in np.where(scores[i] > semi_threshold)[0]:
+                            pr.append(np.append(j, k)), ps.append(scores[i, k])
+                pred_rels, pred_scores = np.array(pr, dtype=np.int64).reshape(-1, 3), np.array(ps)
+            elif constraint == "no":
+                overall = pred.obj_scores[rels].prod(1)[:, None] * scores
+                flat = np.argsort(-overall.ravel(), kind="stable")[:100]
+                r, c = np.unravel_index(flat, overall.shape)
+                pred_rels = np.column_stack((rels[r], c))
+                pred_scores = scores[r, c]
+            else:
+                pred_rels = np.column_stack((rels, scores.argmax(1)))
+                pred_scores = scores.max(1)
+            pred_to_gt: list[list[int]] = [[]]
+            if pred_rels.size:
+                total = np.column_stack((pred.obj_scores[pred_rels[:, 0]], pred.obj_scores[pred_rels[:, 1]],
+                                         pred_scores)).prod(1)
+                order = np.argsort(total, kind="stable")[::-1]
+                pred_rels = pred_rels[order]
+                gt_trip = np.column_stack((gt.sub_cls[gi], gt.pred[gi], gt.obj_cls[gi]))
+                p_trip = np.column_stack((pred.labels[pred_rels[:, 0]], pred_rels[:, 2],
+                                          pred.labels[pred_rels[:, 1]]))
+                keeps = (gt_trip[..., None] == p_trip.T[None, ...]).all(1)  # intersect_2d
+                pred_to_gt = [[] for _ in range(len(pred_rels))]
+                for g in np.where(keeps.any(1))[0]:
+                    kept = np.where(keeps[g])[0]
+                    sub_iou = _bbox_overlaps(gt.sub_box[gi[g]][None], pred.boxes[pred_rels[kept, 0]])[0]
+                    obj_iou = _bbox_overlaps(gt.obj_box[gi[g]][None], pred.boxes[pred_rels[kept, 1]])[0]
+                    for i in kept[(sub_iou >= iou_threshold) & (obj_iou >= iou_threshold)]:
+                        pred_to_gt[i].append(int(g))
+            gt_pred = gt.pred[gi]
+            for k in ks:
+                match = reduce(np.union1d, pred_to_gt[:k])
+                recall[k].append(float(len(match)) / float(gi.size))
+                for p in np.unique(gt_pred):
+                    of_class = np.where(gt_pred == p)[0]
+                    hit[k][p] += len([i for i in match if i in of_class])
+                    count[k][p] += len(of_class)
     r = {k: float(np.mean(v)) for k, v in recall.items()}
     mr = {k: float(np.mean(hit[k] / (count[k] + 1e-10))) for k in ks}
     return r, mr
@@ -163,10 +175,8 @@ def main() -> None:
     ap.add_argument("--frames", type=int, default=50_000)
     ap.add_argument("--videos", type=int, default=1_700)
     ap.add_argument("--pairs", type=int, default=10, help="subject-object pairs per frame")
-    ap.add_argument("--loop-frames", type=int, default=0,
-                    help="time the loop on this many frames and extrapolate (0 = all frames)")
     args = ap.parse_args()
-    gt, pred, _ = synthetic(args.frames, args.pairs, args.videos)
+    gt, pred, video = synthetic(args.frames, args.pairs, args.videos)
     print(f"{args.frames} frames, {args.videos} videos, {len(pred.pair_frame)} pairs, "
           f"{len(pred.pair_frame) * 3 * N_PREDICATES / args.frames:.0f} scored entries/frame, {len(gt.frame)} GT")
     for constraint in ("with", "no", "semi"):
@@ -174,7 +184,7 @@ def main() -> None:
         vec = evaluate_ag(gt, pred, constraint)
         t_vec = time.perf_counter() - t0
         t0 = time.perf_counter()
-        loop_r, loop_mr = loop_evaluate(gt, pred, constraint)
+        loop_r, loop_mr = loop_evaluate(gt, pred, constraint, video=video)
         t_loop = time.perf_counter() - t0
         same = all(abs(vec.recall[k] - loop_r[k]) < 1e-12 and abs(vec.mean_recall[k] - loop_mr[k]) < 1e-12
                    for k in K_VALUES)

@@ -159,14 +159,39 @@ class Candidates:
     rank: np.ndarray
 
 
-def _rank_within_frame(frame: np.ndarray, score: np.ndarray, position: np.ndarray) -> np.ndarray:
-    """Order by frame, then score descending; ties put the *later* candidate first.
+def _rank_within_frame(frame: np.ndarray, score: np.ndarray, position: np.ndarray, grouped: bool = False
+                       ) -> np.ndarray:
+    """Order by frame, then score descending; ties put the *later* candidate (higher position) first.
 
     The reference sorts with ``scores.argsort()[::-1]``: reversing an ascending sort puts tied
     candidates in reverse input order when numpy's sort keeps ties in place (always for the small
-    per-frame arrays it sorts by insertion sort). We reproduce that with a stable sort on
-    (frame, -score, -position) so ties are deterministic at any size."""
-    return np.lexsort((-position, -score, frame))
+    per-frame arrays it sorts by insertion sort). We reproduce that deterministically at any size.
+
+    Vectorised as a segmented sort: one radix sort groups candidates by (frame, position), then each
+    frame's scores sit in a row of a padded 2-D array sorted row-wise (cheap: rows are short).
+    ``grouped``: the input is already ordered by frame, then position (skips the radix sort)."""
+    n = frame.size
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    position = np.asarray(position, dtype=np.int64)
+    if grouped:
+        order = np.arange(n)
+    else:
+        span = int(position.max()) - int(position.min()) + 1
+        order = np.argsort(frame.astype(np.int64) * span + (position - position.min()), kind="stable")
+    f = frame[order]
+    starts = np.flatnonzero(np.r_[True, f[1:] != f[:-1]])
+    lengths = np.diff(np.r_[starts, n])
+    col = np.arange(n) - np.repeat(starts, lengths)
+    width = int(lengths.max())
+    row = np.repeat(np.arange(starts.size), lengths)
+    keys = np.full((starts.size, width), np.inf)
+    # columns reversed so a stable ascending sort of -score puts the later of tied candidates first
+    keys[row, width - 1 - col] = -np.asarray(score, dtype=float)[order]
+    within = np.argsort(keys, axis=1, kind="stable")
+    valid = np.arange(width)[None, :] < lengths[:, None]  # padding (+inf) sorts to the end of each row
+    orig_col = (width - 1 - within)[valid]
+    return order[np.repeat(starts, lengths) + orig_col]
 
 
 def ag_candidates(pred: AGPrediction, constraint: str = "with", semi_threshold: float = 0.9,
@@ -197,9 +222,7 @@ def ag_candidates(pred: AGPrediction, constraint: str = "with", semi_threshold: 
     pair_order = np.argsort(pf, kind="stable")
     pair_pos = np.empty(n_pairs, dtype=np.int64)
     if n_pairs:
-        sorted_pf = pf[pair_order]
-        first = np.searchsorted(sorted_pf, sorted_pf, side="left")
-        pair_pos[pair_order] = np.arange(n_pairs) - first
+        pair_pos[pair_order] = _ranks(pf[pair_order])
         frame_pairs = np.bincount(pf, minlength=int(pf.max()) + 1)[pf]
     else:
         frame_pairs = np.zeros(0, dtype=np.int64)
@@ -241,58 +264,87 @@ def ag_candidates(pred: AGPrediction, constraint: str = "with", semi_threshold: 
                       boxes[sub[keep]], boxes[obj[keep]], total[keep], rank[keep])
 
 
+def _top_cells(grid: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """(row, col) of each row's ``k`` largest finite cells, ties at the cut taken in column order
+    (what ``argsort_desc(...)[:k]`` keeps on a row-major matrix), in row-major order."""
+    if grid.shape[1] > k:
+        kth = -np.partition(-grid, k - 1, axis=1)[:, k - 1]
+        greater = grid > kth[:, None]
+        tie = grid == kth[:, None]
+        tie &= np.isfinite(grid)
+        need = k - greater.sum(1)
+        keep = greater | (tie & (np.cumsum(tie, axis=1) <= need[:, None]))
+    else:
+        keep = np.isfinite(grid)
+    return np.nonzero(keep)
+
+
 def _no_constraint_candidates(pf: np.ndarray, pair_pos: np.ndarray, frame_pairs: np.ndarray, blocks: list,
                               oscore: np.ndarray, labels: np.ndarray, boxes: np.ndarray, max_rank: int,
-                              chunk_cells: int = 4_000_000) -> Candidates:
+                              top: int = 100, chunk_frames: int = 4096) -> Candidates:
     """No constraint: each frame's 3P x 26 matrix (zeros outside a row's category) scored
     s_sub * s_obj * p, its top 100 kept (``argsort_desc(...)[:100]``: ties at the cut in row-major
     order) and re-ranked by score with ties reversed (the second sort's ``[::-1]``).
 
-    Frames are laid out as rows of a padded 2-D array (``chunk_cells`` cells at a time) so the top 100
-    come from one ``np.partition`` per chunk instead of a global sort of every cell."""
-    out: list[tuple[np.ndarray, ...]] = []
+    Frames with the same number of pairs are rows of one 2-D array (plain reshapes of the score
+    arrays) and one ``np.partition`` per chunk finds every frame's top 100. A frame with at least 100
+    positive cells uses only its category cells (compact columns [attention | spatial | contacting],
+    pair-major: the full matrix's row-major order, a third of the cells); a smaller frame uses its whole
+    matrix, zeros included, so the zero-score entries the reference pads its top 100 with are there too
+    (they can still hit a GT at R@100)."""
     if pf.size == 0:
         e = np.zeros(0, dtype=np.int64)
         return Candidates(e, e, e, e, np.zeros((0, 4)), np.zeros((0, 4)), np.zeros(0), e)
-    n_frames = int(pf.max()) + 1
-    width = 3 * int(frame_pairs.max()) * N_PREDICATES
-    # pair index of (frame, position within frame)
-    pair_of = np.full((n_frames, int(frame_pairs.max())), -1, dtype=np.int64)
-    pair_of[pf, pair_pos] = np.arange(pf.size)
+    order = np.argsort(pf, kind="stable")  # pairs by frame, then position (input order within a frame)
+    pf = pf[order]
+    subs = [s[order] for s, _, _, _ in blocks]
+    objs = [o[order] for _, o, _, _ in blocks]
+    vals = [(oscore[s] * oscore[o])[:, None] * b[2][order] for s, o, b in zip(subs, objs, blocks, strict=True)]
+    los = [lo for _, _, _, (lo, _) in blocks]
+    widths = [hi - lo for _, _, _, (lo, hi) in blocks]
+    n_frames = int(pf[-1]) + 1
     n_of = np.bincount(pf, minlength=n_frames)
-    step = max(1, chunk_cells // width)
-    cols = np.arange(N_PREDICATES)
-    for start in range(0, n_frames, step):
-        stop = min(n_frames, start + step)
-        sel = (pf >= start) & (pf < stop)
-        local = pf[sel] - start
-        totals = np.full((stop - start, width), -np.inf)
-        for b, (s, o, dist, (lo, hi)) in enumerate(blocks):
-            full = np.zeros((int(sel.sum()), N_PREDICATES))
-            full[:, lo:hi] = dist[sel]
-            prod = (oscore[s[sel]] * oscore[o[sel]])[:, None] * full
-            pos = ((b * frame_pairs[sel] + pair_pos[sel]) * N_PREDICATES)[:, None] + cols[None]
-            totals[local[:, None], pos] = prod
-        k = min(100, width)
-        if width > k:
-            kth = -np.partition(-totals, k - 1, axis=1)[:, k - 1]
-            greater = totals > kth[:, None]
-            tie = (totals == kth[:, None]) & np.isfinite(totals)
-            need = k - greater.sum(1)
-            keep = greater | (tie & (np.cumsum(tie, axis=1) <= need[:, None]))
-        else:
-            keep = np.isfinite(totals)
-        f_loc, pos = np.nonzero(keep)
-        frame = f_loc + start
-        row, c = np.divmod(pos, N_PREDICATES)
-        b, ppos = np.divmod(row, n_of[frame])
-        pair = pair_of[frame, ppos]
-        sub = np.choose(b, [blocks[0][0][pair], blocks[1][0][pair], blocks[2][0][pair]])
-        obj = np.choose(b, [blocks[0][1][pair], blocks[1][1][pair], blocks[2][1][pair]])
-        total = totals[f_loc, pos]
-        order = _rank_within_frame(frame, total, pos)
-        out.append(tuple(x[order] for x in (frame, sub, obj, c, total)))
-    frame, sub, obj, predicate, total = (np.concatenate([o[i] for o in out]) for i in range(5))
+    start_of = np.searchsorted(pf, np.arange(n_frames + 1))
+    n_pos = sum(np.bincount(pf, weights=(v > 0).sum(1), minlength=n_frames) for v in vals)
+    parts: list[tuple[np.ndarray, ...]] = []
+    # frames with the same number of pairs P share a layout: their matrices are plain reshapes
+    for n_pairs in np.unique(n_of[n_of > 0]).tolist():
+        frames_p = np.flatnonzero(n_of == n_pairs)
+        sel = np.repeat(start_of[frames_p], n_pairs) + np.tile(np.arange(n_pairs), frames_p.size)
+        per_block = [v[sel].reshape(frames_p.size, n_pairs, -1) for v in vals]
+        big = n_pos[frames_p] >= top
+        for is_big in (True, False):
+            rows = np.flatnonzero(big == is_big)
+            for c0 in range(0, rows.size, chunk_frames):
+                rr = rows[c0:c0 + chunk_frames]
+                if is_big:  # category cells only, [attention | spatial | contacting], pair-major
+                    grid = np.concatenate([x[rr].reshape(rr.size, -1) for x in per_block], axis=1)
+                else:  # whole 3P x 26 matrix, zeros outside each row's category
+                    full = np.zeros((3, rr.size, n_pairs, N_PREDICATES))
+                    for bi, (x, lo, w) in enumerate(zip(per_block, los, widths, strict=True)):
+                        full[bi, :, :, lo:lo + w] = x[rr]
+                    grid = full.transpose(1, 0, 2, 3).reshape(rr.size, -1)
+                r, c = _top_cells(grid, top)
+                total = grid[r, c]
+                if is_big:
+                    e0, e1 = widths[0] * n_pairs, (widths[0] + widths[1]) * n_pairs
+                    b = (c >= e0).astype(np.int64) + (c >= e1)
+                    within = c - np.asarray([0, e0, e1])[b]
+                    ppos, j = np.divmod(within, np.asarray(widths)[b])
+                    pred = np.asarray(los)[b] + j
+                else:
+                    row, pred = np.divmod(c, N_PREDICATES)
+                    b, ppos = np.divmod(row, n_pairs)
+                parts.append((frames_p[rr][r], b, ppos, pred, total))
+    frame, b, ppos, predicate, total = (np.concatenate([p[i] for p in parts]) for i in range(5))
+    g = np.argsort(frame, kind="stable")  # each frame came whole from one grid, in position order
+    frame, b, ppos, predicate, total = (x[g] for x in (frame, b, ppos, predicate, total))
+    pair = start_of[frame] + ppos
+    sub = np.choose(b, [x[pair] for x in subs])
+    obj = np.choose(b, [x[pair] for x in objs])
+    full_pos = (b * n_of[frame] + ppos) * N_PREDICATES + predicate
+    o = _rank_within_frame(frame, total, full_pos, grouped=True)
+    frame, sub, obj, predicate, total = (x[o] for x in (frame, sub, obj, predicate, total))
     rank = _ranks(frame)
     keep = rank < max_rank
     return Candidates(frame[keep], labels[sub[keep]], predicate[keep], labels[obj[keep]],
@@ -301,10 +353,11 @@ def _no_constraint_candidates(pf: np.ndarray, pair_pos: np.ndarray, frame_pairs:
 
 def _ranks(sorted_frame: np.ndarray) -> np.ndarray:
     """0-based position of each row within its (contiguous) frame group."""
-    if sorted_frame.size == 0:
+    n = sorted_frame.size
+    if n == 0:
         return np.zeros(0, dtype=np.int64)
-    start = np.searchsorted(sorted_frame, sorted_frame, side="left")
-    return np.arange(sorted_frame.size) - start
+    starts = np.flatnonzero(np.r_[True, sorted_frame[1:] != sorted_frame[:-1]])
+    return np.arange(n) - np.repeat(starts, np.diff(np.r_[starts, n]))
 
 
 def first_hit_rank(gt: AGGroundTruth, cand: Candidates, iou_threshold: float = 0.5) -> np.ndarray:
