@@ -35,7 +35,8 @@ builds a reply function that is right for a deterministic fraction ``p`` of prom
 prompt text, so a rerun gets the same answers).
 
 Recorded per request (:class:`RecordedRequest`): path, JSON body, headers, arrival time, the status
-sent back. Counters: ``in_flight``, ``max_in_flight``, ``n_ok``. ``reset()`` clears rules and records.
+sent back. Counters: ``in_flight``, ``max_in_flight``, ``n_ok``. ``reset()`` clears rules, records and
+the delay (the reply function stays).
 
 Token counts: prompt tokens are the whitespace-separated words of the text parts plus 10 per media
 part; completion tokens are the reply's words (``Reply`` may set both explicitly).
