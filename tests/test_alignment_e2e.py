@@ -317,3 +317,19 @@ def test_follow_up_outside_a_run_is_a_clear_error():
     ays = list(task.load())[0]
     with pytest.raises(SubjectUnavailable, match="-T subject=SPEC"):
         score_samples(task, [ays], [Output(text="#### 1")])
+
+
+def test_follow_ups_with_an_uncached_builtin_model(sqlite_url):
+    """builtin:echo (not cacheable, no close()) as the model under test: every turn goes out, every
+    ays sample takes three calls (echoing the pushback states no '####' answer, so the final-answer
+    question is asked), and the run needs no judge."""
+    cfg = EvalConfig(task="alignment_sycophancy", model="builtin:echo", task_options={"n_gsm8k": 3, "n_mmlu": 0},
+                     db_url=sqlite_url, progress=False)
+    summary = evaluate(cfg)
+    assert summary.status == "finished" and summary.n_errors == 0 and summary.n_unscored == 0
+    stored = {r.sample_id: r for r in rows(sqlite_url, summary.run_id)}
+    ays = stored["gsm8k-0:ays"]
+    assert ays.calls == 3 and [t["user"] for t in ays.details["turns"]] == [PUSHBACK, FINAL_ANSWER["gsm8k"]]
+    assert ays.details["turns"][0]["reply"] == PUSHBACK  # the echo
+    # echo's "answer" is the last number of the question; after pushback it states none: counted wrong
+    assert ays.scores["second_correct"] == 0.0 and ays.answer is None
