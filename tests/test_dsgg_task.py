@@ -162,6 +162,8 @@ def test_perfect_trs_scores_one_and_padding_lowers_precision_not_recall():
     m = summary(aggregate(perfect))
     assert m["R@20"] == 1.0 and m["precision"] == 1.0 and m["recall"] == 1.0 and m["redundancy"] == 0.0
     assert m["informative_recall"] == 1.0 and m["unscored"] == 0.0
+    present = {r[2] for s in task.load() for r in s.target["relations"]}
+    assert m["mR@20"] == pytest.approx(len(present) / 26, rel=1e-9)  # absent predicates add 0
 
     def padded(s):  # every relation twice: the recall-only protocol cannot tell
         trs = to_trs(s.target)
@@ -175,6 +177,21 @@ def test_perfect_trs_scores_one_and_padding_lowers_precision_not_recall():
     prec = next(x for x in metrics if x.name == "precision" and not x.breakdown_key)
     assert prec.ci_low <= prec.value <= prec.ci_high and prec.n == len(padded_records)
     assert any(x.breakdown_key == "length" for x in metrics)
+
+
+def test_pooled_recall_averages_frames_not_videos():
+    task = build_task("dsgg", {})
+
+    def first_frame_only(s):
+        return json.dumps({"relations": [{**r, "spans": [[0, 0]]} for r in to_trs(s.target) if r["spans"][0][0] == 0]})
+
+    records = _score_all(task, first_frame_only)
+    frames = sum(s.target["n_frames"] for s in task.load())
+    m = summary(aggregate(records))
+    assert m["R@20"] == pytest.approx(12 / frames)
+    per_video = sum(r.scores["R@20"] for r in records) / len(records)
+    assert per_video == pytest.approx(sum(1 / s.target["n_frames"] for s in task.load()) / 12)
+    assert abs(per_video - m["R@20"]) > 1e-3
 
 
 def test_malformed_replies_are_unscored_and_counted_or_zero():

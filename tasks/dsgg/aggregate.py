@@ -109,10 +109,10 @@ def pooled(recs: list[SampleRecord], key: str = "", value: str = "", seed: int =
         return []
     n = len({r.sample_id for r in recs})
     rows: dict[str, tuple[float, float, float]] = {}
-    first = recs[0].details.get("recall", {})
-    n_pred = 1 + max((int(i) for r in recs for d in r.details.get("recall", {}).values()
-                      for i in d.get("counts", {})), default=0)
-    n_pred = max(n_pred, 26 if "semi" in first or recs[0].metadata.get("dataset") == "action-genome" else n_pred)
+    # mR averages over the whole predicate vocabulary (26 for Action Genome), absent predicates included
+    n_pred = max(int(r.details.get("n_predicates", 0)) for r in recs)
+    n_pred = max(n_pred, 1 + max((int(i) for r in recs for d in r.details.get("recall", {}).values()
+                                  for i in d.get("counts", {})), default=0))
     for constraint, suffix in SUFFIX.items():
         stats = _recall_stats(recs, constraint, n_pred)
         if stats is not None:

@@ -168,7 +168,8 @@ def score_video(video: dict[str, Any], trs: list[dict[str, Any]], vocab: Vocab, 
     gt_r = gt_rows(video)
     gt = _triplets(gt_r, video, vocab)
     pred = _triplets(rows, video, vocab)
-    details: dict[str, Any] = {"recall": recall_details(gt, rows, video, vocab, use_boxes)}
+    details: dict[str, Any] = {"recall": recall_details(gt, rows, video, vocab, use_boxes),
+                               "n_predicates": len(vocab.predicates)}
     labels_only = M.Triplets.from_rows([(f, vocab.category(video, s), vocab.pred_id[p], vocab.category(video, o))
                                         for f, s, p, o, _, _ in rows], with_boxes=False)
     gt_labels = M.Triplets.from_rows([(f, vocab.category(video, s), vocab.pred_id[p], vocab.category(video, o))

@@ -35,7 +35,7 @@ def score_sttran(video: dict[str, Any], pred: dict[str, Any], vocab: Vocab, weig
     gt = M.Triplets.from_rows([(f, vocab.category(video, s) + 1, vocab.pred_id[pr], vocab.category(video, o) + 1,
                                 sb, ob) for f, s, pr, o, sb, ob in rows])
     values: dict[str, float] = {}
-    details: dict[str, Any] = {"recall": {}}
+    details: dict[str, Any] = {"recall": {}, "n_predicates": len(vocab.predicates)}
     for constraint, suffix in (("with", ""), ("no", "_no"), ("semi", "_semi")):
         cand = M.ag_candidates(p, constraint, max_rank=max(KS))
         best = M.first_hit_rank(gt, cand)
