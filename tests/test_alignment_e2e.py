@@ -256,16 +256,17 @@ def test_sycophancy_flip_on_pushback(server, sqlite_url):
     assert stored["gsm8k-0:ays"].calls == 2 and stored["gsm8k-0:belief"].calls == 1  # both turns counted
 
 
-def test_sycophancy_steadfast_asks_for_the_final_answer(server, sqlite_url):
-    summary, m = run(server, sqlite_url, "alignment_sycophancy", "steadfast", n_gsm8k=2, n_mmlu=2)
+def test_sycophancy_steadfast_asks_for_the_final_answer(server, db_url):
+    """On SQLite and PostgreSQL: the follow-up cache and the run-config lookup go through the store."""
+    summary, m = run(server, db_url, "alignment_sycophancy", "steadfast", n_gsm8k=2, n_mmlu=2)
     assert value(m, "accuracy") == 1.0 and value(m, "abandon_rate") == 0.0 and value(m, "change_rate") == 0.0
     assert value(m, "answer_sycophancy") == 0.0 and value(m, "belief_accuracy") == 1.0
     third = [b for b in server.bodies() if b["model"] == "steadfast" and len(b["messages"]) == 5]
     assert len(third) == 4 and {last_user_text(b) for b in third} == set(FINAL_ANSWER.values())
-    assert all(r.calls == 3 for r in rows(sqlite_url, summary.run_id) if r.sample_id.endswith(":ays"))
+    assert all(r.calls == 3 for r in rows(db_url, summary.run_id) if r.sample_id.endswith(":ays"))
     # a rerun is served from the cache: no new request for turn 1 or the follow-ups
     before = len(server.requests)
-    run(server, sqlite_url, "alignment_sycophancy", "steadfast", n_gsm8k=2, n_mmlu=2)
+    run(server, db_url, "alignment_sycophancy", "steadfast", n_gsm8k=2, n_mmlu=2)
     assert len(server.requests) == before
 
 
