@@ -215,6 +215,8 @@ def ag_candidates(pred: AGPrediction, constraint: str = "with", semi_threshold: 
         (pairs[:, 1], pairs[:, 0], np.asarray(pred.spatial, dtype=float).reshape(len(pairs), -1), SPATIAL),
         (pairs[:, 0], pairs[:, 1], np.asarray(pred.contacting, dtype=float).reshape(len(pairs), -1), CONTACTING),
     ]
+    if constraint == "no":
+        return _no_constraint_candidates(pf, blocks, oscore, labels, boxes, max_rank)
     # rows in the reference's per-frame order: block (attention, spatial, contacting), then pair
     frame_parts, sub_parts, obj_parts, pred_parts, p_parts, pos_parts = [], [], [], [], [], []
     n_pairs = len(pairs)
@@ -226,8 +228,6 @@ def ag_candidates(pred: AGPrediction, constraint: str = "with", semi_threshold: 
         frame_pairs = np.bincount(pf, minlength=int(pf.max()) + 1)[pf]
     else:
         frame_pairs = np.zeros(0, dtype=np.int64)
-    if constraint == "no":
-        return _no_constraint_candidates(pf, pair_pos, frame_pairs, blocks, oscore, labels, boxes, max_rank)
     for b, (s, o, dist, (lo, _hi)) in enumerate(blocks):
         row = b * frame_pairs + pair_pos  # row index within the frame's 3P x 26 matrix
         if constraint == "with":
@@ -279,9 +279,9 @@ def _top_cells(grid: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     return np.nonzero(keep)
 
 
-def _no_constraint_candidates(pf: np.ndarray, pair_pos: np.ndarray, frame_pairs: np.ndarray, blocks: list,
-                              oscore: np.ndarray, labels: np.ndarray, boxes: np.ndarray, max_rank: int,
-                              top: int = 100, chunk_frames: int = 4096) -> Candidates:
+def _no_constraint_candidates(pf: np.ndarray, blocks: list, oscore: np.ndarray, labels: np.ndarray,
+                              boxes: np.ndarray, max_rank: int, top: int = 100, chunk_frames: int = 4096
+                              ) -> Candidates:
     """No constraint: each frame's 3P x 26 matrix (zeros outside a row's category) scored
     s_sub * s_obj * p, its top 100 kept (``argsort_desc(...)[:100]``: ties at the cut in row-major
     order) and re-ranked by score with ties reversed (the second sort's ``[::-1]``).
