@@ -261,24 +261,65 @@ def first_request_ms(base: str, path: str) -> tuple[float, int]:
     return 1000 * (time.perf_counter() - t), len(body)
 
 
+class Writer:
+    """Stands in for a run in progress: bumps one run's progress counter ``per_second`` times a
+    second, so every page cache check finds the database changed."""
+
+    def __init__(self, url: str, per_second: float) -> None:
+        import threading
+
+        self.url, self.period = url, 1.0 / per_second
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.loop, daemon=True)
+
+    def loop(self) -> None:
+        from sqlalchemy import create_engine, text
+
+        engine = create_engine(self.url)
+        while not self.stop.wait(self.period):
+            with engine.begin() as conn:
+                conn.execute(text("UPDATE runs SET n_done = n_done + 1 WHERE id = 1"))
+        engine.dispose()
+
+    def __enter__(self) -> Writer:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join(10)
+
+
 def bench_engine(name: str, url: str, args: argparse.Namespace) -> list[dict[str, object]]:
+    import contextlib
+
     out = []
-    for label, entries, n in (("cached", 512, args.requests), ("baseline: no cache", 0, args.baseline_requests)):
+    setups = [("cached", 512, args.requests, 0.0), ("baseline: no cache", 0, args.baseline_requests, 0.0)]
+    if args.writes:
+        setups.insert(1, (f"cached, {args.writes:g} writes/s", 512, args.requests, args.writes))
+    for label, entries, n, writes in setups:
         proc, base = start_server(url, entries)
+        writer = Writer(url, writes) if writes else contextlib.nullcontext()
         try:
             for path in ("/", "/api/overview"):
                 cold, size = first_request_ms(base, path)
                 measure(base, path, min(200, n), args.clients)  # warm-up (aiohttp: also checks the answers)
                 # uncached answers take seconds under this load: measure long enough for many to finish
                 seconds = args.seconds if entries else max(args.seconds, 30.0)
-                res = measure(base, path, n, args.clients, args.client, seconds)
+                with writer:
+                    res = measure(base, path, n, args.clients, args.client, seconds)
+                writer = Writer(url, writes) if writes else contextlib.nullcontext()
                 out.append({"engine": name, "server": label, "path": path, "cold_ms": cold, "bytes": size, **res})
-                print(f"  {name:10s} {label:18s} {path:14s} p50 {res['p50_ms']:7.1f} ms  p99 {res['p99_ms']:7.1f} ms  "
+                print(f"  {name:10s} {label:21s} {path:14s} p50 {res['p50_ms']:7.1f} ms  p99 {res['p99_ms']:7.1f} ms  "
                       f"{res['rps']:7.0f} req/s  (first request {cold:.0f} ms, {size // 1024} KiB, "
                       f"{res['errors']} errors)", flush=True)
         finally:
-            proc.terminate()
-            proc.wait(10)
+            proc.terminate()  # graceful: uvicorn finishes the requests in flight...
+            try:
+                proc.wait(15)
+            except subprocess.TimeoutExpired:  # ...which, uncached under load, can take long
+                proc.kill()
+                proc.wait()
     return out
 
 
@@ -295,6 +336,8 @@ def main() -> None:
     ap.add_argument("--client", choices=["wrk", "aiohttp"], default="wrk" if shutil.which("wrk") else "aiohttp",
                     help="load generator (default: wrk when installed)")
     ap.add_argument("--seconds", type=float, default=10.0, help="wrk: seconds per measurement")
+    ap.add_argument("--writes", type=float, default=2.0,
+                    help="also measure while a writer changes the database this often per second (0: skip)")
     ap.add_argument("--keep", type=Path, help="build the databases here and keep them")
     ap.add_argument("--reuse", action="store_true", help="with --keep (sqlite) / --pg-url: the database is filled")
     args = ap.parse_args()
@@ -331,11 +374,15 @@ def main() -> None:
     for engine in sorted({r["engine"] for r in results}):
         for path in ("/", "/api/overview"):
             cached = next(r for r in results if r["engine"] == engine and r["path"] == path and r["server"] == "cached")
-            base = next(r for r in results if r["engine"] == engine and r["path"] == path and r["server"] != "cached")
+            base = next(r for r in results if r["engine"] == engine and r["path"] == path
+                        and str(r["server"]).startswith("baseline"))
+            busy = [r for r in results if r["engine"] == engine and r["path"] == path and "writes" in str(r["server"])]
             verdict = "OK" if cached["p99_ms"] < 100 else "MISSED"
             print(f"{engine:9s} {path:14s} cached p50 {cached['p50_ms']:.1f} ms p99 {cached['p99_ms']:.1f} ms "
                   f"{cached['rps']:.0f} req/s [{verdict}] | vs baseline (no cache) p99 {base['p99_ms']:.0f} ms: "
-                  f"{base['p99_ms'] / cached['p99_ms']:.1f}x lower p99, {cached['rps'] / base['rps']:.1f}x req/s")
+                  f"{base['p99_ms'] / cached['p99_ms']:.1f}x lower p99, {cached['rps'] / base['rps']:.1f}x req/s"
+                  + (f" | with {args.writes:g} writes/s: p50 {busy[0]['p50_ms']:.1f} ms p99 {busy[0]['p99_ms']:.1f} ms "
+                     f"{busy[0]['rps']:.0f} req/s" if busy else ""))
 
 
 if __name__ == "__main__":

@@ -50,11 +50,15 @@ def make_page(body: bytes, media_type: str, headers: tuple[tuple[str, str], ...]
 
 
 class ViewCache:
-    """Rendered pages keyed by request, cleared when :func:`db_fingerprint` changes.
+    """Rendered pages keyed by request, recomputed when :func:`db_fingerprint` changes.
 
-    Under load only one request at a time re-checks the fingerprint (the others keep serving the
-    cached page meanwhile, stale by at most one check), and only one computes a missing page (the
-    others wait for it), so a cache refresh never turns into a stampede of identical queries.
+    Stale-while-revalidate, so a database that changes every second (a run in progress commits
+    twice a second) never makes readers wait: when the fingerprint changes, cached pages become
+    stale rather than vanish; the first request for a stale page recomputes it while the others
+    keep getting the stale copy. Only one request at a time re-checks the fingerprint, and only one
+    computes a given page, so a refresh never turns into a stampede of identical queries. A page is
+    thus at most one check interval plus one recomputation old. :meth:`bump` (a write through this
+    app) drops everything at once instead.
     """
 
     def __init__(self, sessions: sessionmaker[Session], *, check_every: float = 1.0, max_entries: int = 512) -> None:
@@ -66,9 +70,10 @@ class ViewCache:
         self._fingerprint: str | None = None
         self._checked = -1e18
         self._revalidating = False
-        self._entries: OrderedDict[Any, Any] = OrderedDict()
+        self._entries: OrderedDict[Any, tuple[int, Any]] = OrderedDict()  # key -> (generation, value)
         self._inflight: dict[Any, threading.Event] = {}
-        self._generation = 0  # bumped on every clear: a value computed before a clear is not stored
+        self._generation = 0  # bumped whenever the database changed: older entries are stale
+        self._drops = 0  # bumped by bump(): values computed before it are not stored
         self.hits = self.misses = 0
 
     def bump(self) -> None:
@@ -76,6 +81,7 @@ class ViewCache:
         with self._lock:
             self._entries.clear()
             self._generation += 1
+            self._drops += 1
             self._checked = -1e18
 
     def _fresh(self) -> None:
@@ -90,7 +96,6 @@ class ViewCache:
                 self._checked = time.monotonic()
                 if fp != self._fingerprint:
                     self._fingerprint = fp
-                    self._entries.clear()
                     self._generation += 1
         finally:
             self._revalidating = False
@@ -101,41 +106,44 @@ class ViewCache:
         slow path (:meth:`get` in a worker thread), which also re-checks the fingerprint when due."""
         with self._lock:
             if time.monotonic() - self._checked >= self.check_every and not self._revalidating:
-                self._revalidating = True  # this caller revalidates; the others serve the cache meanwhile
+                self._revalidating = True  # this caller revalidates; the others are served meanwhile
                 return None
-            value = self._entries.get(key)
-            if value is not None:
-                self._entries.move_to_end(key)
-                self.hits += 1
-            return value
+            item = self._entries.get(key)
+            if item is None or (item[0] != self._generation and key not in self._inflight):
+                return None  # missing, or stale with nobody recomputing it: the slow path recomputes
+            self._entries.move_to_end(key)
+            self.hits += 1
+            return item[1]
 
-    def get(self, key: Any, compute: Callable[[], Any]) -> Any:
-        """Cached value for ``key`` or compute it (blocking: call from a worker thread)."""
+    def get(self, key: Any, compute: Callable[[], Any], *, allow_stale: bool = True) -> Any:
+        """Cached value for ``key`` or compute it (blocking: call from a worker thread). While
+        another thread recomputes a stale entry, the stale value is returned unless ``allow_stale``
+        is False (for data that other cached values are built from)."""
         self._fresh()
         while True:
             with self._lock:
-                if key in self._entries:
+                item = self._entries.get(key)
+                if item is not None and item[0] == self._generation:
                     self._entries.move_to_end(key)
                     self.hits += 1
-                    return self._entries[key]
+                    return item[1]
                 waiting = self._inflight.get(key)
                 if waiting is None:
                     done = self._inflight[key] = threading.Event()
-                    generation = self._generation
+                    generation, drops = self._generation, self._drops
                     break
+                if item is not None and allow_stale:
+                    self.hits += 1
+                    return item[1]
             if not waiting.wait(timeout=60):  # the computing thread is stuck: compute it ourselves
                 return compute()
-            with self._lock:  # it finished; use its value unless it failed or was not stored
-                if key in self._entries:
-                    self.hits += 1
-                    return self._entries[key]
-            return compute()
         self.misses += 1
         try:
             value = compute()
             with self._lock:
-                if generation == self._generation and self.max_entries > 0:
-                    self._entries[key] = value
+                if drops == self._drops and self.max_entries > 0:
+                    self._entries[key] = (generation, value)
+                    self._entries.move_to_end(key)
                     while len(self._entries) > self.max_entries:
                         self._entries.popitem(last=False)
             return value

@@ -172,8 +172,12 @@ def test_cli_push_to_live_server(live, tmp_path):
     from harness.store.db import open_db
 
     sessions = open_db(src)
-    Runner(EvalConfig(task="gsm8k", model="builtin:echo", limit=7, run_name="from-elsewhere", progress=False),
-           session_factory=sessions).run()
+    runner = Runner(EvalConfig(task="gsm8k", model="builtin:echo", limit=7, run_name="from-elsewhere",
+                               progress=False), session_factory=sessions)
+    # in a thread of its own: Playwright's sync API keeps an event loop running in this one
+    worker = threading.Thread(target=runner.run)
+    worker.start()
+    worker.join(120)
     sessions.kw["bind"].dispose()
     refused = subprocess.run(cmd + ["push", "from-elsewhere", "--to", base, "--token", "wrong", "--db", src],
                              capture_output=True, text=True, env=env)

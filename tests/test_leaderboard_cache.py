@@ -61,3 +61,32 @@ def test_peek_serves_cache_while_one_caller_revalidates(tmp_path):
     assert cache.peek("k") == "page"
     disabled = ViewCache(sessions, max_entries=0)
     assert disabled.get("k", lambda: 1) == 1 and disabled.get("k", lambda: 2) == 2
+
+
+def test_stale_page_served_while_one_request_recomputes_after_a_write(tmp_path):
+    sessions = open_db(f"sqlite:///{tmp_path / 'c.db'}")
+    cache = ViewCache(sessions, check_every=2.0)
+    assert cache.get("k", lambda: "old") == "old"
+    Runner(EvalConfig(task="gsm8k", model="builtin:echo", limit=2, progress=False), session_factory=sessions).run()
+    time.sleep(2.05)  # the next request re-checks the database and finds the new run
+    started, release = threading.Event(), threading.Event()
+
+    def slow_new() -> str:
+        started.set()
+        release.wait(10)
+        return "new"
+
+    worker = threading.Thread(target=lambda: cache.get("k", slow_new))
+    worker.start()
+    assert started.wait(10)
+    assert cache.get("k", lambda: "unexpected") == "old"  # not blocked by the recomputation
+    assert cache.peek("k") == "old"
+    strict: list[str] = []  # data other pages are built from waits for the new value instead
+    waiter = threading.Thread(target=lambda: strict.append(cache.get("k", lambda: "unexpected", allow_stale=False)))
+    waiter.start()
+    time.sleep(0.1)
+    assert strict == []
+    release.set()
+    worker.join(10)
+    waiter.join(10)
+    assert strict == ["new"] and cache.get("k", lambda: "unexpected") == "new"
