@@ -197,3 +197,18 @@ def test_embedding_similarity_with_a_local_encoder(tmp_path: Path, monkeypatch: 
     assert scores["table"]["img_emb_paired"] == pytest.approx(1.0, abs=1e-3)
     assert scores["snowman"]["img_emb_paired"] < scores["table"]["img_emb_paired"]
     assert "img_emb_matched_penalized" in {m.name for m in summary.metrics}
+
+
+def test_run_command_reports_status_and_failure_kind(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from harness.cli import app
+
+    script = tmp_path / "reply.txt"
+    script.write_text("```python\nimport bpy\nbpy.ops.mesh.primitive_cube_add(sizee=2)\n```\n")
+    result = CliRunner().invoke(app, ["code3d", "run", str(script), "--out", str(tmp_path / "out"), "--size", "64",
+                                      "--samples", "1"])  # fmt: skip
+    assert result.exit_code == 1
+    report = json.loads(result.output)
+    assert report["status"] == "ERR_EXEC" and report["failure"] == "api_misuse"
+    assert (tmp_path / "out" / "model_script.py").read_text().startswith("import bpy")

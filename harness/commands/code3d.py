@@ -103,3 +103,37 @@ def judge_cmd(
         agree = agreement(pairs_j, pairs_h)
         con.print(f"agreement with {len(pairs_h)} human votes (ties dropped, n={agree['n']:.0f}): "
                   f"accuracy {agree['accuracy']:.3f}, Cohen's kappa {agree['kappa']:.3f}")  # fmt: skip
+
+
+@code3d_app.command("run")
+def run_cmd(
+    script: Annotated[
+        Path, typer.Argument(help="A Blender 5 Python script (a model's reply is fine: fences are removed)")
+    ],
+    out: Annotated[Path, typer.Option("--out", help="Artifacts folder (GLB, renders, result.json)")] = Path(
+        "code3d-out"
+    ),
+    size: Annotated[int, typer.Option(help="Render size in pixels")] = 256,
+    samples: Annotated[int, typer.Option(help="Cycles samples per pixel")] = 16,
+    exec_timeout: Annotated[float, typer.Option(help="Seconds the script may run")] = 60.0,
+) -> None:
+    """Run one script through the sandboxed executor (as the code3d tasks do) and print the result."""
+    import json
+
+    from harness.tasks.code3d.executor import BlenderPool, BpyUnavailable, RenderOptions
+    from harness.tasks.code3d.task import extract_code
+    from harness.tasks.code3d.taxonomy import classify_failure
+
+    if not script.is_file():
+        fail(f"no such file: {script}")
+    code, _ = extract_code(script.read_text(encoding="utf-8", errors="replace"))
+    try:
+        with BlenderPool(render=RenderOptions(size=size, samples=samples), exec_timeout_s=exec_timeout) as pool:
+            result = pool.execute_sync(code, out)
+    except BpyUnavailable as exc:
+        fail(str(exc))
+    report = result.to_dict()
+    report["failure"] = classify_failure(result.status, result.traceback, result.error)
+    typer.echo(json.dumps(report, indent=2))
+    if not result.ok:
+        raise typer.Exit(1)
