@@ -167,3 +167,17 @@ def test_left_behind_processes_are_killed(pool: BlenderPool, tmp_path: Path) -> 
         if cmd[:2] == [b"sleep", b"300"] and 200_000 <= uid <= 299_999:
             sleepers.append(pid)
     assert sleepers == [] or not namespaces_available()
+
+
+@contained
+def test_script_cannot_tamper_with_the_worker(pool: BlenderPool, tmp_path: Path) -> None:
+    # the zygote (pid 1 of the sandbox) is not dumpable: its memory is closed to the script's uid
+    code = "import bpy\nopen('/proc/1/mem', 'rb').read(1)\nbpy.ops.mesh.primitive_cube_add()\n"
+    result = pool.execute_sync(code, tmp_path / "mem")
+    assert result.status == "ERR_EXEC"
+    assert "PermissionError" in result.traceback
+    # planted outputs are replaced by the clean analysis, never trusted
+    planted = "import bpy, numpy as np\nbpy.ops.mesh.primitive_cube_add()\nnp.save('points.npy', np.zeros((5, 3)))\n"
+    result = pool.execute_sync(planted, tmp_path / "plant")
+    assert result.status == "OK"
+    assert np.load(result.points).shape == (4096, 3)

@@ -16,6 +16,7 @@ so reference geometry never has to be readable inside the sandbox.
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import signal
@@ -213,6 +214,11 @@ def analyse_child(job: dict, job_dir: str) -> None:
     """In a clean fork: surface samples, parts and floating parts of the exported GLB, thumbnails."""
     out: dict = {}
     t0 = time.monotonic()
+    for name in ("points.npy", "thumbs.npy", "views.npy", "analysis.json"):  # whatever the script planted
+        try:
+            os.unlink(os.path.join(job_dir, name))
+        except FileNotFoundError:
+            pass
     glb = os.path.join(job_dir, "model.glb")
     mesh = trimesh.load(glb, force="mesh")
     # glTF duplicates vertices along normal/UV seams; merge by position so parts are real islands
@@ -266,15 +272,21 @@ def thumbs_child(job: dict, job_dir: str) -> None:
 
 
 def sweep() -> None:
-    """Kill whatever the job left behind. Only as the PID namespace's init: elsewhere /proc is the host's."""
+    """Kill whatever the job left behind, until nothing is left (a fork loop may add processes
+    while we kill). Only as the PID namespace's init: elsewhere /proc is the host's."""
     if os.getpid() != 1:
         return
-    for name in os.listdir("/proc"):
-        if name.isdigit() and int(name) != 1:
+    for _ in range(100):
+        others = [int(n) for n in os.listdir("/proc") if n.isdigit() and int(n) != 1]
+        if not others:
+            break
+        for pid in others:
             try:
-                os.kill(int(name), signal.SIGKILL)
+                os.kill(pid, signal.SIGKILL)
             except OSError:
                 pass
+        reap()
+        time.sleep(0.005)
     reap()
 
 
@@ -368,6 +380,8 @@ def handle(job: dict) -> dict:
 
 
 def main() -> None:
+    # not dumpable: a script's process (same uid) cannot ptrace the zygote or read its memory
+    ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE, 0
     bpy.ops.wm.read_factory_settings(use_empty=True)  # the clean, empty scene every job forks from
     reap()
     PROTOCOL.write(json.dumps({"ready": True, "pid": os.getpid(), "bpy": bpy.app.version_string}) + "\n")
