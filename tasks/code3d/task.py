@@ -167,7 +167,10 @@ class Code3DRuntime:
             self._refs[item_id] = prepare_reference(self.items[item_id], self.pool)
         return self._refs[item_id]
 
-    def refine_model(self) -> Any:
+    def refine_model(self, ctx: ScoreContext) -> Any:
+        in_run = getattr(ctx, "model", None)  # the model under test, once the core passes it (proposed)
+        if in_run is not None and not self.cfg.refine_model:
+            return in_run
         if self._model is None:
             from harness.modelspec import build_model
 
@@ -271,7 +274,7 @@ class Code3DRuntime:
                     per_round[f"{name}_r{k}"] = best[name]
             if k == self.cfg.rounds or (result.ok and self.cfg.feedback != "renders"):
                 break
-            reply = (await self.refine_model().generate([Request(self.feedback_messages(sample, code, result, k + 1),
+            reply = (await self.refine_model(ctx).generate([Request(self.feedback_messages(sample, code, result, k + 1),
                      GenerationConfig(temperature=0.0, max_tokens=self.cfg.max_tokens))]))[0]  # fmt: skip
             if reply.error:
                 rounds.append({"round": k + 1, "model_error": reply.error})

@@ -8,7 +8,8 @@ itself. Each job runs in a forked child (warm imports, fresh interpreter state, 
 the phases reference protocol: factory-reset the scene, exec the model's code, require >= 1 mesh,
 export GLB, render the four reference views with Cycles on CPU. The zygote watches the child's phase
 file and kills it past the time limits; after each job it kills everything else in the sandbox's PID
-namespace (anything the model's code left running) when it is that namespace's init. A second
+namespace (anything the model's code left running) when it is that namespace's init. The zygote is
+not dumpable, so a script (same uid) cannot read its memory or ptrace it. A second
 fork (clean, no model code ever ran in it) then loads the exported GLB with trimesh to sample the
 surface, split it into parts and flag floating parts; the host computes Chamfer from those samples,
 so reference geometry never has to be readable inside the sandbox.
