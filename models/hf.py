@@ -163,6 +163,8 @@ class HFModel:
 
     def prepare(self, index: int, request: Request) -> _Prepared:
         config = request.config.merged(self.overrides) if self.overrides else request.config
+        if isinstance(config.stop, str):  # `-M stop=###` arrives as one string, not a list
+            config = config.merged({"stop": [config.stop]})
         conversation = self._conversation(request.messages)
         prompt: Any = conversation if self.processor is not None else self._template(conversation)
         return _Prepared(index, request, config, prompt, len(str(prompt)))
@@ -236,7 +238,7 @@ class HFModel:
         from .hf_sampling import RowSampling, RowSelector
 
         t0 = time.perf_counter()
-        inputs = self._encode(batch).to(self.device)
+        inputs = self._encode(batch).to(self.hf_model.device)
         for key, value in list(inputs.items()):  # pixel values follow the model's dtype
             if torch.is_floating_point(value):
                 inputs[key] = value.to(self.hf_model.dtype)
@@ -380,7 +382,12 @@ def load(path: str, **settings: Any) -> HFModel:
         model_kwargs = {**common, "dtype": dtype}
         if "attn_implementation" in load_opts:
             model_kwargs["attn_implementation"] = load_opts["attn_implementation"]
-        hf_model = cls.from_pretrained(source, **model_kwargs).to(device).eval()
+        if device.startswith("cuda"):
+            # straight onto the GPU (no CPU copy first); "cuda" alone shards over all visible GPUs
+            model_kwargs["device_map"] = "auto" if device == "cuda" else device
+            hf_model = cls.from_pretrained(source, **model_kwargs).eval()
+        else:
+            hf_model = cls.from_pretrained(source, **model_kwargs).to(device).eval()
     except (OSError, ValueError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ModelLoadError(f"hf:{path}: cannot load ({first})") from None
