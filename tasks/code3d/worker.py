@@ -183,13 +183,13 @@ def run_job_child(job: dict, job_dir: str) -> None:
         set_phase(job_dir, "export")
         t0 = time.monotonic()
         try:
+            # as the reference's core/export_glb.py: selected meshes, modifiers applied, Y-up, no materials
             bpy.ops.object.select_all(action="DESELECT")
             for obj in meshes:
-                obj.hide_set(False)
                 obj.select_set(True)
             bpy.ops.export_scene.gltf(
                 filepath=os.path.join(job_dir, "model.glb"), export_format="GLB", use_selection=True,
-                export_apply=True,
+                export_apply=True, export_yup=True, export_materials="NONE",
             )  # fmt: skip
             times["export"] = time.monotonic() - t0
             set_phase(job_dir, "render")
