@@ -151,3 +151,41 @@ def test_judge_prompt_is_pointllm_format() -> None:
     text = msgs[0].text_content
     assert msgs[0].role == "user" and "Human-generated caption: a red chair\nModel-generated caption: a chair" in text
     assert text.endswith("Your response:") and "'score#reason'" in PROMPT
+
+
+# ---- geometric IoU over the partition pack ---------------------------------------------------------
+def test_point_regions_follow_the_pointbert_group_lift() -> None:
+    import numpy as np
+
+    from harness.tasks.partverse.geometry import point_regions
+
+    xyz = np.array([[0, 0, 0], [0.1, 0, 0], [0.2, 0, 0], [2.4, 0, 0], [5, 0, 0]], dtype=np.float32)
+    centres = np.array([[0, 0, 0], [5, 0, 0]], dtype=np.float32)
+    # patch 0 claims its 3 nearest (0, 0.1, 0.2); patch 1 claims 5, 2.4, 0.2. Point 2.4 is nearer
+    # patch 0's centre but only patch 1 claims it, so it goes to patch 1 (Voronoi would say 0);
+    # point 0.2 is claimed by both and takes the nearer centre.
+    assert point_regions(xyz, centres, np.array([7, 9]), group_size=3).tolist() == [7, 7, 7, 9, 9]
+    # with group size 1 nobody claims 2.4 or 0.1/0.2: they fall back to the nearest centre
+    assert point_regions(xyz, centres, np.array([7, 9]), group_size=1).tolist() == [7, 7, 7, 7, 9]
+
+
+def test_geometric_iou_by_hand(tmp_path: Path) -> None:
+    import numpy as np
+
+    from harness.tasks.partverse.geometry import geometric_iou
+
+    xyz = np.array([[0, 0, 0], [0.1, 0, 0], [0.2, 0, 0], [2.4, 0, 0], [5, 0, 0]], dtype=np.float32)
+    cloud = np.concatenate([xyz, np.full((5, 3), 0.5, dtype=np.float32)], axis=1)
+    np.save(tmp_path / "obj_5.npy", cloud)
+    # pack centres live in the normalised cloud's frame: centred on the centroid, scaled into the unit ball
+    centroid = xyz.mean(0)
+    scale = np.sqrt(((xyz - centroid) ** 2).sum(1)).max()
+    centres = (np.array([[0, 0, 0], [5, 0, 0]], dtype=np.float32) - centroid) / scale
+    np.savez(tmp_path / "obj.pack.npz", patch_xyz=centres, patch_r16=np.array([2, 5]))
+    got = geometric_iou(tmp_path / "obj_5.npy", tmp_path / "obj.pack.npz", {5}, {2, 5}, 0, k=16)
+    # patches: gold {patch 1}, pred {0, 1} -> 1/2; points (group size 32 > 5: every patch claims
+    # every point, so each point takes its nearest centre): regions [2, 2, 2, 2, 5] -> gold {4}, pred all -> 1/5
+    assert got == {"patch_iou": pytest.approx(0.5), "point_iou": pytest.approx(0.2)}
+    assert geometric_iou(tmp_path / "obj_5.npy", tmp_path / "obj.pack.npz", set(), {2}) == {}
+    # a slot outside 0..K-1 is not a region: <part_99> adds nothing
+    assert geometric_iou(tmp_path / "obj_5.npy", tmp_path / "obj.pack.npz", {5}, {5, 99})["patch_iou"] == 1.0

@@ -19,6 +19,7 @@ from harness.runner import EvalConfig, evaluate
 from harness.store.db import open_db
 from harness.store.schema import JudgementRow, MetricRow, RunRow, SampleResultRow
 from harness.tasks.partverse.fixture import OBJECTS, ensure_fixture
+from harness.tasks.partverse.fixture import VERSION as FIXTURE_VERSION
 
 pytest_plugins = ("openai_server",)  # the scripted_server fixture
 os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -65,7 +66,7 @@ def test_default_is_the_generated_fixture(tmp_path: Path, monkeypatch: pytest.Mo
     monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path))
     task = build("partverse_c2s")
     assert task.options["fixture"] is True and len(task.load()) == 20
-    assert (tmp_path / "partverse" / "fixture-v1" / "eval_c2s.json").exists()
+    assert (tmp_path / "partverse" / f"fixture-v{FIXTURE_VERSION}" / "packs_k16" / "fixture_mug.pack.npz").exists()
 
 
 def test_hub_path_through_datasets(data_dir: Path) -> None:
@@ -100,6 +101,23 @@ def test_points_settings(data_dir: Path, tmp_path: Path, monkeypatch: pytest.Mon
         assert (255, 255, 255) in colours and len(colours) > 20  # white background plus coloured points
     with pytest.raises(ValueError, match="points must be one of"):
         build("partverse_c2s", data_dir=str(data_dir), points="mesh")
+
+
+def test_mesh_parts_for_mesh_capable_models(data_dir: Path, tmp_path: Path) -> None:
+    (tmp_path / "fixture_chair.obj").write_text("v 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 2 3\n")
+    task = build("partverse_c2s", data_dir=str(data_dir), mesh_dir=str(tmp_path))
+    assert set(task.modalities) == {"text", "points", "mesh"}
+    samples = task.load()
+    chair = next(s for s in samples if s.metadata["object_id"] == "fixture_chair")
+    request = task.prompt(chair)
+    assert [p.type for p in request.messages[0].content] == ["points", "mesh", "text"]
+    assert request.messages[0].content[1].path == str(tmp_path / "fixture_chair.obj")
+    table = next(s for s in samples if s.metadata["object_id"] == "fixture_table")
+    with pytest.raises(ValueError, match=r"mesh .*fixture_table\.glb not found"):
+        task.prompt(table)
+    text_only = build("partverse_c2s", data_dir=str(data_dir), mesh_dir=str(tmp_path), points="none")
+    assert set(text_only.modalities) == {"text"}
+    assert [p.type for p in text_only.prompt(table).messages[0].content] == ["text"]
 
 
 def test_bad_rows_and_missing_clouds_are_per_sample_errors(data_dir: Path, tmp_path: Path) -> None:
@@ -170,6 +188,11 @@ def test_c2s_cli_end_to_end_with_scripted_server_and_rendered_views(data_dir: Pa
     assert got[("exact_match", "", "")].value == pytest.approx(sum(expected_em) / len(rows))
     assert got[("jaccard", "", "")].n == len(rows)
     assert got[("jaccard", "", "")].ci_low < got[("jaccard", "", "")].value < got[("jaccard", "", "")].ci_high
+    # geometric IoU over the fixture's packs: <part_99> is no region, so the extra slot costs nothing
+    # there; only the lamp's empty answers score 0
+    n_lamp = sum(r["object_id"] == "fixture_lamp" for r in rows)
+    for name in ("patch_iou", "point_iou"):
+        assert got[(name, "", "")].value == pytest.approx((len(rows) - n_lamp) / len(rows))
 
 
 def test_s2c_end_to_end_with_scripted_judge(data_dir: Path, tmp_path: Path, scripted_server) -> None:

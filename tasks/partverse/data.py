@@ -29,11 +29,13 @@ OBJAVERSE_PROMPTS = ("What is this?", "This is an object of ", "Caption this 3D 
 
 @dataclass(frozen=True, slots=True)
 class CloudSource:
-    """Where the point clouds (and optional K=16 partition packs) of a data set are."""
+    """Where the point clouds (and optional K=16 partition packs and meshes) of a data set are."""
 
     points_dir: Path
     packs_dir: Path | None = None
     num_points: int = 8192
+    mesh_dir: Path | None = None
+    MESH_SUFFIXES = (".glb", ".obj", ".ply")
 
     def cloud(self, object_id: str) -> Path:
         return self.points_dir / f"{object_id}_{self.num_points}.npy"
@@ -50,6 +52,16 @@ class CloudSource:
         if pack is not None:
             options["pack"] = str(pack)
         return Part("points", path=str(self.cloud(object_id)), options=options)
+
+    def mesh(self, object_id: str) -> Part:
+        """``<mesh_dir>/<object_id>.{glb,obj,ply}`` (PartVerse's source meshes) for mesh-capable models."""
+        assert self.mesh_dir is not None
+        found = [self.mesh_dir / f"{object_id}{s}" for s in self.MESH_SUFFIXES]
+        path = next((p for p in found if p.exists()), found[0])
+        return Part("mesh", path=str(path), options={"object_id": object_id})
+
+    def parts(self, object_id: str) -> list[Part]:
+        return [self.part(object_id)] + ([self.mesh(object_id)] if self.mesh_dir is not None else [])
 
 
 def read_rows(path: str | Path) -> list[tuple[str, dict[str, Any]]]:
@@ -144,7 +156,7 @@ def partverse_sample(row: dict[str, Any], where: str, kind: str, clouds: CloudSo
         **{k: meta[k] for k in ("semantic_part_id", "caption_source", "caption_view_key", "union_iou") if k in meta},
     }
     target: Any = gpt if kind == "s2c" else {"slots_text": gpt, "bcp_group_ids": ids}
-    message = Message("user", [clouds.part(oid), Part("text", strip_point_token(human))])
+    message = Message("user", [*clouds.parts(oid), Part("text", strip_point_token(human))])
     return Sample(id=sid or oid, messages=[message], target=target, metadata=metadata)
 
 
@@ -156,7 +168,7 @@ def objaverse_sample(row: dict[str, Any], where: str, clouds: CloudSource, promp
     except DatasetError as exc:
         return bad_sample(where, str(exc))
     # the reference asks every object the same prompt, not the annotation's human turn
-    message = Message("user", [clouds.part(oid), Part("text", OBJAVERSE_PROMPTS[prompt_index])])
+    message = Message("user", [*clouds.parts(oid), Part("text", OBJAVERSE_PROMPTS[prompt_index])])
     return Sample(id=oid, messages=[message], target=gpt, metadata={"object_id": oid, "task": "caption"})
 
 
@@ -168,6 +180,6 @@ def grin_sample(row: dict[str, Any], where: str, clouds: CloudSource) -> Sample:
         return bad_sample(where, str(exc))
     ctype = str(row.get("conversation_type", ""))
     parts = row.get("parts") or (row.get("meta") or {}).get("parts") or []
-    message = Message("user", [clouds.part(oid), Part("text", strip_grin_markup(strip_point_token(human)))])
+    message = Message("user", [*clouds.parts(oid), Part("text", strip_grin_markup(strip_point_token(human)))])
     return Sample(id=oid, messages=[message], target=strip_grin_markup(gpt),
                   metadata={"object_id": oid, "task": "grin", "conversation_type": ctype, "parts": parts})

@@ -7,6 +7,9 @@ mostly hold its points as ``meta.bcp_group_ids``. Captions are hand-written. Fil
 the loaders read:
 
     objaverse_data/<oid>_8192.npy                   clouds
+    packs_k16/<oid>.pack.npz                        partition packs: patch_xyz (512 farthest-point
+                                                    centres of the normalised cloud), patch_r16
+                                                    (no Point-BERT features: patch_feat is absent)
     eval_c2s.json, eval_s2c.json                    PartVerse-QA held-out rows (released schema)
     PointLLM_brief_description_val_200_GT.json      Objaverse captioning rows (PointLLM schema)
     compat_grin.json                                3DCoMPaT-GrIn rows (raw schema, <p>..</p>[SEG])
@@ -23,7 +26,9 @@ from pathlib import Path
 
 import numpy as np
 
-VERSION = "1"
+from harness.tasks.partverse.points import normalise
+
+VERSION = "2"
 NUM_POINTS = 8192
 K = 16
 
@@ -135,14 +140,19 @@ def build_cloud(parts: tuple[PartSpec, ...], rng: np.random.Generator) -> tuple[
     return cloud, np.concatenate(label)
 
 
-def kmeans_regions(xyz: np.ndarray, k: int = K, iterations: int = 15) -> np.ndarray:
-    """Region id per point: k-means seeded by farthest-point sampling (deterministic)."""
-    centres = [xyz[0]]
+def farthest_points(xyz: np.ndarray, k: int) -> np.ndarray:
+    """Indices of k farthest-point samples starting from point 0."""
+    chosen = [0]
     dist = np.linalg.norm(xyz - xyz[0], axis=1)
     for _ in range(1, k):
-        centres.append(xyz[int(dist.argmax())])
-        dist = np.minimum(dist, np.linalg.norm(xyz - centres[-1], axis=1))
-    c = np.stack(centres)
+        chosen.append(int(dist.argmax()))
+        dist = np.minimum(dist, np.linalg.norm(xyz - xyz[chosen[-1]], axis=1))
+    return np.asarray(chosen)
+
+
+def kmeans_regions(xyz: np.ndarray, k: int = K, iterations: int = 15) -> np.ndarray:
+    """Region id per point: k-means seeded by farthest-point sampling (deterministic)."""
+    c = xyz[farthest_points(xyz, k)]
     for _ in range(iterations):
         assign = ((xyz[:, None, :] - c[None]) ** 2).sum(-1).argmin(1)
         c = np.stack([xyz[assign == j].mean(0) if (assign == j).any() else c[j] for j in range(k)])
@@ -188,12 +198,17 @@ def _s2c_row(oid: str, sem: int, caption: str, groups: list[int]) -> dict:
 def generate(root: str | Path) -> Path:
     root = Path(root)
     (root / "objaverse_data").mkdir(parents=True, exist_ok=True)
+    (root / "packs_k16").mkdir(exist_ok=True)
     rng = np.random.default_rng(0)
     c2s, s2c, captions, grin = [], [], [], []
     for oid, (caption, parts) in OBJECTS.items():
         cloud, labels = build_cloud(parts, rng)
         np.save(root / "objaverse_data" / f"{oid}_{NUM_POINTS}.npy", cloud)
-        groups = part_groups(kmeans_regions(cloud[:, :3]), labels, len(parts))
+        regions = kmeans_regions(cloud[:, :3])
+        groups = part_groups(regions, labels, len(parts))
+        centres = farthest_points(cloud[:, :3], 512)
+        np.savez(root / "packs_k16" / f"{oid}.pack.npz", patch_xyz=normalise(cloud[centres, :3]).astype(np.float32),
+                 patch_r16=regions[centres].astype(np.int32))
         for sem, (part, g) in enumerate(zip(parts, groups, strict=True)):
             c2s.append(_c2s_row(oid, sem, part.short, "short", g))
             c2s.append(_c2s_row(oid, sem, part.long, "long", g))

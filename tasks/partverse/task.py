@@ -7,7 +7,8 @@ Task options (``-T key=value``), shared by the four tasks:
 - ``hub``: a hub dataset id read through ``datasets.load_dataset(hub, data_files=file)``
   (e.g. ``jintangx/PartVerse-QA``); the clouds still come from ``points_dir``;
 - ``points_dir`` (default ``<data_dir>/objaverse_data``), ``packs_dir`` (default
-  ``<data_dir>/packs_k16`` when present), ``num_points`` (8192);
+  ``<data_dir>/packs_k16`` when present), ``num_points`` (8192); ``mesh_dir``: also send each
+  object's mesh ``<oid>.{glb,obj,ply}`` as a ``mesh`` part (``points=native`` only);
 - ``points``: ``native`` (a ``points`` part; the model must take point clouds), ``image`` (one
   rendered view instead) or ``none`` (text only) -- see points.py;
 - caption tasks: ``judge`` (true: PointLLM-style judge, the paper's ``openai:gpt-4o-2024-08-06``
@@ -44,6 +45,7 @@ from harness.tasks.partverse.data import (
     read_rows,
     unique_ids,
 )
+from harness.tasks.partverse.geometry import geometric_iou
 from harness.tasks.partverse.judge import JUDGE_SPEC, judge_caption
 from harness.tasks.partverse.points import POINTS_MODES, PointCloudError, rendered_view_path
 from harness.types import GenerationConfig, Message, Metric, Output, Part, Request, Sample, Score
@@ -79,7 +81,7 @@ class Source:
     """Resolved data options of one task instance."""
 
     def __init__(self, data_dir: str | None, file: str | None, defaults: tuple[str, ...], hub: str | None,
-                 points_dir: str | None, packs_dir: str | None, num_points: int) -> None:
+                 points_dir: str | None, packs_dir: str | None, num_points: int, mesh_dir: str | None = None) -> None:
         from harness.tasks.partverse.fixture import ensure_fixture
 
         self.fixture = data_dir is None and hub is None
@@ -96,7 +98,8 @@ class Source:
             self.file = str(found[0])
         packs = Path(packs_dir) if packs_dir else root / "packs_k16"
         self.clouds = CloudSource(Path(points_dir) if points_dir else root / "objaverse_data",
-                                  packs if packs.is_dir() else None, int(num_points))
+                                  packs if packs.is_dir() else None, int(num_points),
+                                  Path(mesh_dir) if mesh_dir else None)
 
     def rows(self) -> list[tuple[str, dict[str, Any]]]:
         if self.hub:
@@ -104,6 +107,9 @@ class Source:
         return read_rows(self.file)
 
     def content_hash(self, extra: str) -> str:
+        # the clouds/packs folders are part of what is measured (geometric IoU needs the packs)
+        c = self.clouds
+        extra = f"{extra}|{c.points_dir}|{c.packs_dir}|{c.num_points}|{c.mesh_dir}"
         return f"hub:{self.hub}:{self.file}:{extra}" if self.hub else file_hash(self.file, extra=extra)
 
 
@@ -122,11 +128,14 @@ def make_prompt(config: GenerationConfig, points: str) -> Callable[[Sample], Req
         for m in sample.messages:
             content: list[Part] = []
             for part in m.content:
-                if part.type != "points":
+                if part.type not in ("points", "mesh"):
                     content.append(part)
                     continue
+                if part.type == "mesh" and points != "native":
+                    continue  # the fallbacks replace the 3D inputs with one view (or nothing)
                 if not part.path or not Path(part.path).exists():
-                    raise PointCloudError(f"point cloud {part.path} not found")
+                    what = "point cloud" if part.type == "points" else "mesh"
+                    raise PointCloudError(f"{what} {part.path} not found")
                 if points == "native":
                     content.append(part)
                 elif points == "image":
@@ -138,19 +147,26 @@ def make_prompt(config: GenerationConfig, points: str) -> Callable[[Sample], Req
     return prompt
 
 
-def modalities_for(points: str) -> frozenset[str]:
-    return frozenset({"text", {"native": "points", "image": "image", "none": "text"}[points]})
+def modalities_for(points: str, source: Source) -> frozenset[str]:
+    mesh = {"mesh"} if points == "native" and source.clouds.mesh_dir is not None else set()
+    return frozenset({"text", {"native": "points", "image": "image", "none": "text"}[points]} | mesh)
 
 
 # ---- C2S ------------------------------------------------------------------------------------------
 def score_c2s(sample: Sample, output: Output, ctx: ScoreContext) -> Score:
-    gold = slots.gold_slots(sample.metadata["bcp_group_ids"], int(sample.metadata.get("part_index_base", 0)))
+    base = int(sample.metadata.get("part_index_base", 0))
+    gold = slots.gold_slots(sample.metadata["bcp_group_ids"], base)
     pred = slots.parse_slots(output.text)
-    return Score(
-        values={"jaccard": slots.jaccard(gold, pred), "exact_match": slots.exact_match(gold, pred)},
-        answer=slots.format_slots(pred),
-        explanation=f"gold={sorted(gold)} pred={sorted(pred)}",
-    )
+    values = {"jaccard": slots.jaccard(gold, pred), "exact_match": slots.exact_match(gold, pred)}
+    details: dict[str, Any] = {}
+    cloud = next((p for m in sample.messages for p in m.content if p.type == "points"), None)
+    if cloud is not None and cloud.options.get("pack"):
+        try:  # geometric IoU needs the partition pack; without one only the token metrics exist
+            values |= geometric_iou(str(cloud.path), cloud.options["pack"], gold, pred, base)
+        except (OSError, KeyError, ValueError) as exc:
+            details["geometry_error"] = f"{cloud.options['pack']}: {exc}"
+    return Score(values=values, answer=slots.format_slots(pred), details=details,
+                 explanation=f"gold={sorted(gold)} pred={sorted(pred)}")
 
 
 # ---- caption scoring (S2C, Objaverse, GrIn) ----------------------------------------------------------
@@ -229,7 +245,7 @@ def _caption_task(name: str, description: str, source: Source, build: Callable[[
     t = Task(
         name=name, version=VERSION, load=load, prompt=make_prompt(config, points),
         score=make_caption_scorer(metrics, use_judge), description=description, family="3d",
-        modalities=modalities_for(points), primary_metric=JUDGE_METRIC if use_judge else "bleu-1",
+        modalities=modalities_for(points, source), primary_metric=JUDGE_METRIC if use_judge else "bleu-1",
         aggregate=caption_aggregate(ref), content_hash=source.content_hash(f"{name}|{points}|{metrics}"),
         default_judge=JUDGE_SPEC if use_judge else None, needs_judge=use_judge,
         options={**options, "points": points, "judge": use_judge, "fixture": source.fixture},
@@ -242,9 +258,9 @@ def _caption_task(name: str, description: str, source: Source, build: Callable[[
       description="PartVerse-QA caption-to-slots (392 held-out): <part_n> set Jaccard and exact match")
 def partverse_c2s(data_dir: str | None = None, file: str | None = None, hub: str | None = None,
                   points_dir: str | None = None, packs_dir: str | None = None, num_points: int = 8192,
-                  points: str = "native") -> Task:
+                  points: str = "native", mesh_dir: str | None = None) -> Task:
     points = _check_points(points)
-    source = Source(data_dir, file, C2S_FILES, hub, points_dir, packs_dir, int(num_points))
+    source = Source(data_dir, file, C2S_FILES, hub, points_dir, packs_dir, int(num_points), mesh_dir)
 
     def load() -> list[Sample]:
         return unique_ids(partverse_sample(row, where, "c2s", source.clouds) for where, row in source.rows())
@@ -252,7 +268,7 @@ def partverse_c2s(data_dir: str | None = None, file: str | None = None, hub: str
     return Task(
         name="partverse_c2s", version=VERSION, load=load, prompt=make_prompt(C2S_CONFIG, points),
         score=score_c2s, description="PartVerse-QA C2S: slot-set Jaccard and exact match, greedy",
-        family="3d", modalities=modalities_for(points), primary_metric="jaccard",
+        family="3d", modalities=modalities_for(points, source), primary_metric="jaccard",
         content_hash=source.content_hash(f"c2s|{points}"),
         options={"points": points, "file": source.file, "fixture": source.fixture},
     )
@@ -264,8 +280,8 @@ def partverse_s2c(data_dir: str | None = None, file: str | None = None, hub: str
                   points_dir: str | None = None, packs_dir: str | None = None, num_points: int = 8192,
                   points: str = "native", judge: Any = True, traditional: Any = True,
                   embedder: str | None = "default", sbert_model: str | None = None,
-                  simcse_model: str | None = None) -> Task:
-    source = Source(data_dir, file, S2C_FILES, hub, points_dir, packs_dir, int(num_points))
+                  simcse_model: str | None = None, mesh_dir: str | None = None) -> Task:
+    source = Source(data_dir, file, S2C_FILES, hub, points_dir, packs_dir, int(num_points), mesh_dir)
     return _caption_task(
         "partverse_s2c", "PartVerse-QA S2C: PointLLM-style judge (0-100) and caption metrics, sampled",
         source, lambda where, row: partverse_sample(row, where, "s2c", source.clouds), S2C_CONFIG,
@@ -279,11 +295,11 @@ def objaverse_caption(data_dir: str | None = None, file: str | None = None, hub:
                       points_dir: str | None = None, packs_dir: str | None = None, num_points: int = 8192,
                       points: str = "native", judge: Any = True, traditional: Any = True,
                       embedder: str | None = "default", sbert_model: str | None = None,
-                      simcse_model: str | None = None, prompt_index: int = 2) -> Task:
+                      simcse_model: str | None = None, prompt_index: int = 2, mesh_dir: str | None = None) -> Task:
     index = int(prompt_index)
     if index not in (0, 1, 2):
         raise ValueError(f"prompt_index must be 0, 1 or 2, got {prompt_index!r}")
-    source = Source(data_dir, file, OBJAVERSE_FILES, hub, points_dir, packs_dir, int(num_points))
+    source = Source(data_dir, file, OBJAVERSE_FILES, hub, points_dir, packs_dir, int(num_points), mesh_dir)
     return _caption_task(
         "objaverse_caption", "Objaverse captioning (PointLLM protocol): judge and caption metrics, sampled",
         source, lambda where, row: objaverse_sample(row, where, source.clouds, index), OBJAVERSE_CONFIG,
@@ -297,8 +313,8 @@ def compat_grin(data_dir: str | None = None, file: str | None = None, hub: str |
                 points_dir: str | None = None, packs_dir: str | None = None, num_points: int = 8192,
                 points: str = "native", judge: Any = True, traditional: Any = True,
                 embedder: str | None = "default", sbert_model: str | None = None,
-                simcse_model: str | None = None) -> Task:
-    source = Source(data_dir, file, GRIN_FILES, hub, points_dir, packs_dir, int(num_points))
+                simcse_model: str | None = None, mesh_dir: str | None = None) -> Task:
+    source = Source(data_dir, file, GRIN_FILES, hub, points_dir, packs_dir, int(num_points), mesh_dir)
     return _caption_task(
         "compat_grin", "3DCoMPaT-GrIn grounded descriptions (markup stripped): caption metrics and judge",
         source, lambda where, row: grin_sample(row, where, source.clouds), GRIN_CONFIG,
