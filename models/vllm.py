@@ -23,7 +23,6 @@ Media: see ``harness.models.vllm_inputs`` (``file://`` URLs decoded by vLLM's ow
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 from collections.abc import Sequence
 from functools import partial
@@ -39,9 +38,6 @@ from harness.models.vllm_inputs import (
 )
 from harness.registry import model
 from harness.types import Output, Request
-
-# vLLM's CPU build binds its internal queues to a non-loopback address without this; harmless on GPU
-os.environ.setdefault("VLLM_HOST_IP", "127.0.0.1")
 
 
 class VLLMModel:
@@ -98,15 +94,16 @@ class VLLMModel:
 def make_executor(settings: VLLMSettings) -> Any:
     from harness.models.vllm_engine import LocalEngine
 
-    make = partial(LocalEngine, settings.path, settings.engine, settings.chat, settings.chat_kwargs)
     if settings.dp == 1 and not settings.ray_address:
-        return make()
+        return LocalEngine(settings.path, settings.engine, settings.chat, settings.chat_kwargs)
     from harness.models.vllm_dp import RayDataParallel, gpus_available
 
     tp = int(settings.engine.get("tensor_parallel_size", 1)) * int(settings.engine.get("pipeline_parallel_size", 1))
+    engine = dict(settings.engine)
     if tp > 1:
         # inside a Ray actor vLLM would otherwise try to build its own Ray placement group
-        settings.engine.setdefault("distributed_executor_backend", "mp")
+        engine.setdefault("distributed_executor_backend", "mp")
+    make = partial(LocalEngine, settings.path, engine, settings.chat, settings.chat_kwargs)
     gpus = settings.gpus_per_replica if settings.gpus_per_replica is not None else (tp if gpus_available() else 0)
     return RayDataParallel(settings.dp, make, gpus_per_replica=gpus, cpus_per_replica=1 if gpus else tp,
                            ray_address=settings.ray_address)

@@ -12,6 +12,7 @@ retried.
 
 from __future__ import annotations
 
+import os
 import threading
 from typing import Any
 
@@ -29,6 +30,9 @@ class LocalEngine:
 
     def __init__(self, model: str, engine_kwargs: dict[str, Any], chat: bool = True,
                  chat_kwargs: dict[str, Any] | None = None) -> None:
+        # vLLM's CPU build binds its internal queues to a non-loopback address without this; one
+        # engine (TP within a node) needs no other. Set VLLM_HOST_IP yourself for multi-node TP/PP.
+        os.environ.setdefault("VLLM_HOST_IP", "127.0.0.1")
         from vllm import LLM
 
         self.llm = LLM(model=model, **engine_kwargs)
