@@ -18,7 +18,7 @@ from fastapi.staticfiles import StaticFiles
 from harness.store.db import open_db
 
 from .cache import ViewCache
-from .media import allowed_path, media_roots_from_env
+from .media import allowed_path, kind_of, media_roots_from_env
 from .responses import CachedPagesASGI
 from .templating import STATIC_DIR, make_env
 from .views import NotFound
@@ -95,6 +95,8 @@ def create_app(db_url: str | None = None, *, write_token: str | None = None,
         real = allowed_path(path, app.state.media_roots)
         if real is None:  # same answer for "missing" and "not allowed": no probing of the file system
             return JSONResponse({"detail": "no such media file"}, status_code=404)  # type: ignore[return-value]
+        if kind_of(str(real)) == "file":  # never render other files (HTML, ...) in our origin
+            return FileResponse(real, media_type="application/octet-stream", filename=real.name)
         return FileResponse(real)
 
     @app.exception_handler(NotFound)

@@ -4,7 +4,11 @@ The runner writes straight to SQL, so the app cannot be told about changes; inst
 cheap fingerprint of the tables the cached views read (row counts, max ids, sums of progress
 counters and metric values, latest finish time) at most every ``check_every`` seconds. Any write
 that changes what a view shows changes the fingerprint; a push through this app bumps it at once.
-Pages can therefore be up to ``check_every`` seconds stale, never more.
+
+The fingerprint has two scopes. ``summary`` covers what the overview shows (runs' identity and
+status, metric rows, models, tasks); ``full`` adds the progress counters that a run in progress
+updates twice a second (samples done, errors, cost). Metrics are written when a run finishes, so
+a running evaluation leaves overview pages cached and only refreshes run, task and model pages.
 """
 
 from __future__ import annotations
@@ -18,21 +22,26 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import case, func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from harness.store.schema import MetricRow, ModelRow, RunRow, TaskRow
 
+SCOPES = ("summary", "full")
 
-def db_fingerprint(s: Session) -> str:
-    runs = s.execute(select(func.count(RunRow.id), func.max(RunRow.id), func.sum(RunRow.n_done),
-                            func.sum(RunRow.n_errors), func.max(RunRow.finished_at), func.max(RunRow.started_at),
-                            func.sum(RunRow.total_cost))).one()
+
+def db_fingerprint(s: Session) -> dict[str, str]:
+    """{scope: fingerprint} (see the module docstring); reprs, so NaN sums equal themselves."""
+    finished = func.sum(case((RunRow.status == "finished", 1), else_=0))
+    runs = s.execute(select(func.count(RunRow.id), func.max(RunRow.id), finished, func.max(RunRow.finished_at),
+                            func.sum(RunRow.task_id + RunRow.model_id))).one()
+    progress = s.execute(select(func.sum(RunRow.n_done), func.sum(RunRow.n_errors), func.sum(RunRow.total_cost),
+                                func.max(RunRow.started_at), func.sum(RunRow.n_samples))).one()
     metrics = s.execute(select(func.count(MetricRow.id), func.max(MetricRow.id), func.sum(MetricRow.value))).one()
     others = s.execute(select(select(func.count(ModelRow.id)).scalar_subquery(),
                               select(func.count(TaskRow.id)).scalar_subquery())).one()
-    # repr: NaN sums must compare equal to themselves
-    return repr((tuple(runs), tuple(metrics), tuple(others)))
+    summary = repr((tuple(runs), tuple(metrics), tuple(others)))
+    return {"summary": summary, "full": summary + repr(tuple(progress))}
 
 
 @dataclass(slots=True)
@@ -67,12 +76,13 @@ class ViewCache:
         self.max_entries = max_entries
         self._lock = threading.Lock()
         self._check_lock = threading.Lock()
-        self._fingerprint: str | None = None
+        self._fingerprint: dict[str, str] | None = None
         self._checked = -1e18
         self._revalidating = False
-        self._entries: OrderedDict[Any, tuple[int, Any]] = OrderedDict()  # key -> (generation, value)
+        self._entries: OrderedDict[Any, tuple[str, int, Any]] = OrderedDict()  # key -> (scope, generation, value)
         self._inflight: dict[Any, threading.Event] = {}
-        self._generation = 0  # bumped whenever the database changed: older entries are stale
+        # per scope, bumped whenever that part of the database changed: older entries are stale
+        self._generation = dict.fromkeys(SCOPES, 0)
         self._drops = 0  # bumped by bump(): values computed before it are not stored
         self.hits = self.misses = 0
 
@@ -80,7 +90,7 @@ class ViewCache:
         """Forget everything now (after a write through this app)."""
         with self._lock:
             self._entries.clear()
-            self._generation += 1
+            self._generation = {k: v + 1 for k, v in self._generation.items()}
             self._drops += 1
             self._checked = -1e18
 
@@ -94,9 +104,10 @@ class ViewCache:
                 fp = db_fingerprint(s)
             with self._lock:
                 self._checked = time.monotonic()
-                if fp != self._fingerprint:
-                    self._fingerprint = fp
-                    self._generation += 1
+                for scope in SCOPES:
+                    if self._fingerprint is None or fp[scope] != self._fingerprint[scope]:
+                        self._generation[scope] += 1
+                self._fingerprint = fp
         finally:
             self._revalidating = False
             self._check_lock.release()
@@ -109,32 +120,33 @@ class ViewCache:
                 self._revalidating = True  # this caller revalidates; the others are served meanwhile
                 return None
             item = self._entries.get(key)
-            if item is None or (item[0] != self._generation and key not in self._inflight):
+            if item is None or (item[1] != self._generation[item[0]] and key not in self._inflight):
                 return None  # missing, or stale with nobody recomputing it: the slow path recomputes
             self._entries.move_to_end(key)
             self.hits += 1
-            return item[1]
+            return item[2]
 
-    def get(self, key: Any, compute: Callable[[], Any], *, allow_stale: bool = True) -> Any:
+    def get(self, key: Any, compute: Callable[[], Any], *, allow_stale: bool = True, scope: str = "full") -> Any:
         """Cached value for ``key`` or compute it (blocking: call from a worker thread). While
         another thread recomputes a stale entry, the stale value is returned unless ``allow_stale``
-        is False (for data that other cached values are built from)."""
+        is False (for data that other cached values are built from). ``scope``: which part of the
+        database the value depends on (``summary`` or ``full``, see the module docstring)."""
         self._fresh()
         while True:
             with self._lock:
                 item = self._entries.get(key)
-                if item is not None and item[0] == self._generation:
+                if item is not None and item[1] == self._generation[item[0]]:
                     self._entries.move_to_end(key)
                     self.hits += 1
-                    return item[1]
+                    return item[2]
                 waiting = self._inflight.get(key)
                 if waiting is None:
                     done = self._inflight[key] = threading.Event()
-                    generation, drops = self._generation, self._drops
+                    generation, drops = self._generation[scope], self._drops
                     break
                 if item is not None and allow_stale:
                     self.hits += 1
-                    return item[1]
+                    return item[2]
             if not waiting.wait(timeout=60):  # the computing thread is stuck: compute it ourselves
                 return compute()
         self.misses += 1
@@ -142,7 +154,7 @@ class ViewCache:
             value = compute()
             with self._lock:
                 if drops == self._drops and self.max_entries > 0:
-                    self._entries[key] = (generation, value)
+                    self._entries[key] = (scope, generation, value)
                     self._entries.move_to_end(key)
                     while len(self._entries) > self.max_entries:
                         self._entries.popitem(last=False)

@@ -42,7 +42,7 @@ def page_response(request: Request, page: Page) -> Response:
 
 
 async def cached(request: Request, build: Callable[[], tuple[bytes, str]],
-                 headers: tuple[tuple[str, str], ...] = ()) -> Response:
+                 headers: tuple[tuple[str, str], ...] = (), scope: str = "full") -> Response:
     """The response for this GET from the view cache (re-checked against the database when due),
     building it in a worker thread on a miss. Fresh hits never get here: CachedPagesASGI answers them."""
     cache: ViewCache = request.app.state.cache
@@ -52,7 +52,7 @@ async def cached(request: Request, build: Callable[[], tuple[bytes, str]],
         body, media_type = build()
         return make_page(body, media_type, headers)
 
-    page = await run_in_threadpool(cache.get, key, compute)
+    page = await run_in_threadpool(lambda: cache.get(key, compute, scope=scope))
     return page_response(request, page)
 
 

@@ -33,9 +33,10 @@ def _table_response_builder(make_view, name: str, fmt: str):  # type: ignore[no-
     return build
 
 
-async def _table(request: Request, make_view, name: str, fmt: str) -> Response:  # type: ignore[no-untyped-def]
+async def _table(request: Request, make_view, name: str, fmt: str,  # type: ignore[no-untyped-def]
+                 scope: str = "full") -> Response:
     headers = (("content-disposition", f'attachment; filename="{name}.csv"'),) if fmt == "csv" else ()
-    return await cached(request, _table_response_builder(make_view, name, fmt), headers)
+    return await cached(request, _table_response_builder(make_view, name, fmt), headers, scope)
 
 
 def _overview(request: Request, sort: str, dir: str, family: str, modality: str, backend: str, q: str,  # type: ignore[no-untyped-def]
@@ -47,13 +48,15 @@ def _overview(request: Request, sort: str, dir: str, family: str, modality: str,
 @router.get("/overview", summary="Models x tasks: headline metric, 95% CI, n, rank range (JSON)")
 async def overview_json(request: Request, sort: str = "avg", dir: str = "", family: str = "", modality: str = "",
                         backend: str = "", q: str = "", size: str = "") -> Response:
-    return await _table(request, _overview(request, sort, dir, family, modality, backend, q, size), "overview", "json")
+    return await _table(request, _overview(request, sort, dir, family, modality, backend, q, size), "overview", "json",
+                        "summary")
 
 
 @router.get("/overview.csv", summary="Models x tasks (CSV)")
 async def overview_csv(request: Request, sort: str = "avg", dir: str = "", family: str = "", modality: str = "",
                        backend: str = "", q: str = "", size: str = "") -> Response:
-    return await _table(request, _overview(request, sort, dir, family, modality, backend, q, size), "overview", "csv")
+    return await _table(request, _overview(request, sort, dir, family, modality, backend, q, size), "overview", "csv",
+                        "summary")
 
 
 @router.get("/tasks", summary="Tasks with run and model counts (JSON)")

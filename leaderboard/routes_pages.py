@@ -26,7 +26,7 @@ async def overview(request: Request, sort: str = "avg", dir: str = "", family: s
     def build() -> tuple[bytes, str]:
         return render(request, views.overview_view(app.state.sessions, app.state.cache, params)), HTML
 
-    return await cached(request, build)
+    return await cached(request, build, scope="summary")  # progress counters do not show here
 
 
 @router.get("/tasks")

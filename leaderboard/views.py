@@ -71,7 +71,7 @@ def overview_view(sessions: sessionmaker[Session], cache: ViewCache, p: Overview
             return queries.overview_data(s)
 
     # never stale: pages built from it are stored as current
-    data: queries.OverviewData = cache.get(("overview-data",), load, allow_stale=False)
+    data: queries.OverviewData = cache.get(("overview-data",), load, allow_stale=False, scope="summary")
     tasks = [t for t in data.tasks if (not p.family or t.family == p.family)
              and (not p.modality or p.modality in t.modalities)]
     names = [t.name for t in tasks]

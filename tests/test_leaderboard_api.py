@@ -133,6 +133,11 @@ def test_run_page_shows_judge_verdicts_errors_and_media(site):
     assert media, "the input image under the media root is shown"
     img = client.get(media[0].replace("&amp;", "&"))
     assert img.status_code == 200 and img.content.startswith(b"\x89PNG")
+    # other files under the root are downloads, never pages of this origin
+    (tmp / "media" / "page.html").write_text("<script>alert(1)</script>")
+    page = client.get("/media", params={"path": str(tmp / "media" / "page.html")})
+    assert page.status_code == 200 and page.headers["content-type"] == "application/octet-stream"
+    assert page.headers["content-disposition"].startswith("attachment")
     # nothing outside the media root, however the path is spelt
     for path in (str(tmp / "secret.png"), str(tmp / "media" / ".." / "secret.png"), "/etc/passwd"):
         assert client.get("/media", params={"path": path}).status_code == 404

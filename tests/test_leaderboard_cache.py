@@ -90,3 +90,22 @@ def test_stale_page_served_while_one_request_recomputes_after_a_write(tmp_path):
     worker.join(10)
     waiter.join(10)
     assert strict == ["new"] and cache.get("k", lambda: "unexpected") == "new"
+
+
+def test_progress_writes_refresh_full_scope_only(tmp_path):
+    from sqlalchemy import update
+
+    from harness.store.schema import RunRow
+
+    sessions = open_db(f"sqlite:///{tmp_path / 'c.db'}")
+    Runner(EvalConfig(task="gsm8k", model="builtin:echo", limit=3, progress=False), session_factory=sessions).run()
+    cache = ViewCache(sessions, check_every=0.0)
+    assert cache.get("overview", lambda: "o1", scope="summary") == "o1"
+    assert cache.get("run", lambda: "r1") == "r1"
+    with sessions.begin() as s:  # what a run in progress does twice a second
+        s.execute(update(RunRow).values(n_done=RunRow.n_done + 1))
+    assert cache.get("overview", lambda: "o2", scope="summary") == "o1"
+    assert cache.get("run", lambda: "r2") == "r2"
+    with sessions.begin() as s:  # a run finishing (status, metrics) changes the summary too
+        s.execute(update(RunRow).values(status="failed"))
+    assert cache.get("overview", lambda: "o3", scope="summary") == "o3"
