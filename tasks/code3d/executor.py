@@ -225,21 +225,24 @@ class BlenderPool:
         self.close()
 
     # --- jobs ----------------------------------------------------------------------------------
-    def _job(self, code: str) -> dict[str, Any]:
-        self._count += 1
+    def _job(self, code: str, exec_timeout_s: float | None = None) -> dict[str, Any]:
+        with self._lock:
+            self._count += 1
+            count = self._count
         return {
-            "id": f"{os.getpid()}-{self._count}-{time.monotonic_ns()}", "code": code, "render": self.render.to_dict(),
-            "exec_timeout": self.exec_timeout_s, "render_timeout": self.render_timeout_s,
+            "id": f"{os.getpid()}-{count}-{time.monotonic_ns()}", "code": code, "render": self.render.to_dict(),
+            "exec_timeout": exec_timeout_s or self.exec_timeout_s, "render_timeout": self.render_timeout_s,
             "analyse_timeout": self.analyse_timeout_s, "points": self.points, "thumb_size": self.thumb_size,
             "contact_tolerance": self.contact_tolerance, "seed": 0, "full_views": self.full_views,
         }  # fmt: skip
 
-    def execute_sync(self, code: str, artifacts_dir: str | Path) -> ExecResult:
-        """Run one script to completion (blocking). Never raises for anything the script does."""
+    def execute_sync(self, code: str, artifacts_dir: str | Path, *, exec_timeout_s: float | None = None) -> ExecResult:
+        """Run one script to completion (blocking). Never raises for anything the script does.
+        ``exec_timeout_s`` overrides the pool's script time limit for this job (reference scripts)."""
         start = time.monotonic()
         worker = self._take()
-        job = self._job(code)
-        deadline = self._cpu_limit() + 60
+        job = self._job(code, exec_timeout_s)
+        deadline = self._cpu_limit() + max(0.0, (exec_timeout_s or 0.0) - self.exec_timeout_s) + 60
         try:
             reply = worker.submit(job, deadline)
         except (TimeoutError, WorkerDied) as exc:

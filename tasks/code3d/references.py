@@ -18,6 +18,8 @@ from harness.tasks.code3d.executor import HERE, BlenderPool
 from harness.types import stable_hash
 
 _LOCK = threading.Lock()
+# Infinigen-distilled factories can be slow; the reference harness gives a Blender run 240 s.
+REFERENCE_TIMEOUT_S = 240.0
 
 
 @dataclass
@@ -56,7 +58,9 @@ def prepare_reference(item: Item, pool: BlenderPool) -> Reference:
         renders: list[str] = []
         analysis: dict = {}
         if item.script:
-            result = pool.execute_sync(item.script, folder)
+            result = pool.execute_sync(
+                item.script, folder, exec_timeout_s=max(pool.exec_timeout_s, REFERENCE_TIMEOUT_S)
+            )
             if result.ok:
                 points, thumbs, renders, analysis = result.points, result.thumbs, result.renders, result.analysis
                 views = result.views_npy
