@@ -35,15 +35,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from harness.data import file_hash
 from harness.registry import task
 from harness.task import SampleRecord, ScoreContext, Task
 from harness.tasks.code3d import data as data_mod
 from harness.tasks.code3d.executor import BlenderPool, ExecResult, RenderOptions
-from harness.tasks.code3d.geometry import DEFAULT_FSCORE_THRESHOLD, shape_scores
-from harness.tasks.code3d.images import view_similarity
 from harness.tasks.code3d.references import Reference, prepare_reference
 from harness.tasks.code3d.taxonomy import classify_failure, exec_family
 from harness.types import GenerationConfig, Message, Metric, Output, Part, Request, Sample, Score
@@ -207,6 +203,11 @@ class Code3DRuntime:
 
     # --- scoring ----------------------------------------------------------------------------------
     def measure(self, result: ExecResult, ref: Reference) -> dict[str, float]:
+        import numpy as np  # numpy/scipy only when scoring: keeps task discovery light
+
+        from harness.tasks.code3d.geometry import shape_scores
+        from harness.tasks.code3d.images import view_similarity
+
         values: dict[str, float] = {"executable": float(result.ok)}
         if not result.ok:
             return values
@@ -345,7 +346,7 @@ def _build(setting: str, **options: Any) -> Task:
         setting=setting, data_dir=options.get("data_dir"), workers=int(options.get("workers", 1)),
         render=RenderOptions(size=int(options.get("size", 256)), samples=int(options.get("samples", 16))),
         exec_timeout=float(options.get("exec_timeout", 60)), memory_mb=int(options.get("memory_mb", 4096)),
-        fscore_threshold=float(options.get("fscore_threshold", DEFAULT_FSCORE_THRESHOLD)),
+        fscore_threshold=float(options.get("fscore_threshold", 0.05)),  # geometry.DEFAULT_FSCORE_THRESHOLD
         max_tokens=int(options.get("max_tokens", 4096)),
         rounds=int(options.get("rounds", 3 if setting == "refine" else 1)),
         refine_model=options.get("refine_model"), feedback=feedback,
