@@ -120,6 +120,15 @@ def test_embedding_similarity_with_the_shipped_minilm() -> None:
     assert close > far + 20
 
 
+def test_word_f1_and_exact_norm_match() -> None:
+    # pred 3 words, gold 4; common bag: "a", "red" (once each) -> P = 2/3, R = 2/4
+    assert captions.word_f1("A red red", "a red wooden chair") == pytest.approx(2 * (2 / 3) * 0.5 / (2 / 3 + 0.5))
+    assert captions.word_f1("", "a chair") == 0.0 and captions.word_f1("x", "") == 0.0
+    assert captions.exact_norm_match("  A  Red chair ", "a red chair") == 1.0
+    assert captions.exact_norm_match("a red chair.", "a red chair") == 0.0  # punctuation counts
+    assert captions.exact_norm_match("", "") == 0.0
+
+
 def test_caption_metrics_names_and_substitute() -> None:
     values, notes = captions.CaptionMetrics(traditional=False).compute("a red chair", "a red chair")
     assert set(values) == {"minilm_similarity"}  # the substitute is named as such, never "sbert"

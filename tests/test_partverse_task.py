@@ -224,6 +224,8 @@ def test_s2c_end_to_end_with_scripted_judge(data_dir: Path, tmp_path: Path, scri
     assert got[("bleu-1", "", "")].n == 4  # reference metrics still cover every sample
     assert got[("judge_score", "run", "0")].value == pytest.approx(160 / 3)
     assert got[("judge_score", "run", "1")].value == pytest.approx(160 / 3)
+    assert got[("judge_score_run_std", "", "")].value == 0.0  # a constant model: no spread between runs
+    assert got[("word_f1", "", "")].n == 4 and got[("exact_norm_match", "", "")].value == pytest.approx(0.25)
     with open_db(db)() as s:
         results = list(s.scalars(select(SampleResultRow)))
         judgements = list(s.scalars(select(JudgementRow)))

@@ -40,6 +40,29 @@ BLEU_WEIGHTS = {
 TRADITIONAL = ("bleu-1", "bleu-2", "bleu-3", "bleu-4", "rouge-1", "rouge-2", "rouge-l", "meteor")
 
 
+def _norm_words(text: str) -> list[str]:
+    return " ".join(text.strip().lower().split()).split()
+
+
+def word_f1(pred: str, gold: str) -> float:
+    """Bag-of-words F1 on lowercased whitespace tokens (3D-PLOT-LLM's S2C inference summary), 0..1."""
+    from collections import Counter
+
+    p, g = _norm_words(pred), _norm_words(gold)
+    if not p or not g:
+        return 0.0
+    common = sum((Counter(p) & Counter(g)).values())
+    if common == 0:
+        return 0.0
+    precision, recall = common / len(p), common / len(g)
+    return 2 * precision * recall / (precision + recall)
+
+
+def exact_norm_match(pred: str, gold: str) -> float:
+    """1 when the lowercased, whitespace-normalised texts are equal and the gold is non-empty."""
+    return 1.0 if gold and _norm_words(pred) == _norm_words(gold) else 0.0
+
+
 def clean_output(text: str) -> str:
     return "##" if text == "" else text
 

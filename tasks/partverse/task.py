@@ -24,6 +24,7 @@ epoch differently; metrics average epochs within a sample, then over samples, an
 from __future__ import annotations
 
 import asyncio
+import statistics
 import threading
 from collections import defaultdict
 from collections.abc import Callable
@@ -170,10 +171,14 @@ def score_c2s(sample: Sample, output: Output, ctx: ScoreContext) -> Score:
 
 
 # ---- caption scoring (S2C, Objaverse, GrIn) ----------------------------------------------------------
-def make_caption_scorer(metrics: captions.CaptionMetrics, use_judge: bool) -> Callable[..., Any]:
+def make_caption_scorer(metrics: captions.CaptionMetrics, use_judge: bool,
+                        word_overlap: bool = False) -> Callable[..., Any]:
     def compute(gt: str, out: str) -> tuple[dict[str, float], dict[str, str]]:
         with _METRICS_LOCK:
-            return metrics.compute(gt, out)
+            values, notes = metrics.compute(gt, out)
+        if word_overlap:  # the S2C inference script's own summary columns
+            values |= {"word_f1": captions.word_f1(out, gt), "exact_norm_match": captions.exact_norm_match(out, gt)}
+        return values, notes
 
     async def score(sample: Sample, output: Output, ctx: ScoreContext) -> Score:
         gt, out = str(sample.target), output.text.strip()
@@ -212,10 +217,16 @@ def caption_aggregate(task_ref: list[Task]) -> Callable[[list[SampleRecord]], li
             for r in ok:
                 for name, value in r.scores.items():
                     by_epoch[r.epoch][name].append(float(value))
+            run_means: dict[str, list[float]] = defaultdict(list)
             for epoch in epochs:
                 for name, vals in sorted(by_epoch[epoch].items()):
                     est = mean_ci(vals)
+                    run_means[name].append(est.value)
                     metrics.append(Metric(name, est.value, est.ci_low, est.ci_high, est.n, "run", str(epoch)))
+            # the reference reports mean +- std over runs; the std of the run means is that spread
+            for name, means in sorted(run_means.items()):
+                if len(means) > 1:
+                    metrics.append(Metric(f"{name}_run_std", statistics.stdev(means), n=len(means)))
         return metrics
 
     return aggregate
@@ -235,7 +246,7 @@ def _check_points(points: str) -> str:
 
 def _caption_task(name: str, description: str, source: Source, build: Callable[[str, dict[str, Any]], Sample],
                   config: GenerationConfig, points: str, judge: Any, metrics: captions.CaptionMetrics,
-                  options: dict[str, Any]) -> Task:
+                  options: dict[str, Any], word_overlap: bool = False) -> Task:
     use_judge = as_bool(judge)
 
     def load() -> list[Sample]:
@@ -244,7 +255,7 @@ def _caption_task(name: str, description: str, source: Source, build: Callable[[
     ref: list[Task] = []
     t = Task(
         name=name, version=VERSION, load=load, prompt=make_prompt(config, points),
-        score=make_caption_scorer(metrics, use_judge), description=description, family="3d",
+        score=make_caption_scorer(metrics, use_judge, word_overlap), description=description, family="3d",
         modalities=modalities_for(points, source), primary_metric=JUDGE_METRIC if use_judge else "bleu-1",
         aggregate=caption_aggregate(ref), content_hash=source.content_hash(f"{name}|{points}|{metrics}"),
         default_judge=JUDGE_SPEC if use_judge else None, needs_judge=use_judge,
@@ -286,7 +297,7 @@ def partverse_s2c(data_dir: str | None = None, file: str | None = None, hub: str
         "partverse_s2c", "PartVerse-QA S2C: PointLLM-style judge (0-100) and caption metrics, sampled",
         source, lambda where, row: partverse_sample(row, where, "s2c", source.clouds), S2C_CONFIG,
         _check_points(points), judge, _caption_metrics(traditional, embedder, sbert_model, simcse_model),
-        {"file": source.file})
+        {"file": source.file}, word_overlap=True)
 
 
 @task("objaverse_caption", family="3d",
