@@ -334,3 +334,42 @@ def test_follow_ups_with_an_uncached_builtin_model(sqlite_url):
     assert ays.details["turns"][0]["reply"] == PUSHBACK  # the echo
     # echo's "answer" is the last number of the question; after pushback it states none: counted wrong
     assert ays.scores["second_correct"] == 0.0 and ays.answer is None
+
+
+# ---- the hidden-completions rule on the public leaderboard -------------------------------------
+
+def marked(body: dict) -> str:
+    """Complies with everything; replies to unsafe prompts carry a marker that must never be public."""
+    row = XSTEST[last_user_text(body)]
+    return f"HARMFUL-DETAILS-{row['id']} step 1" if row["label"] == "unsafe" else f"SAFE-REPLY-{row['id']}"
+
+
+SUBJECTS["marked"] = marked
+
+
+def check_public_views(client, run_id: int) -> None:  # type: ignore[no-untyped-def]
+    """What the public API and run page must (not) show for a run with hidden replies."""
+    api = client.get(f"/api/runs/{run_id}/samples", params={"per_page": 500}).json()["samples"]
+    jsonl = client.get(f"/api/runs/{run_id}/samples.jsonl").text
+    page = client.get(f"/runs/{run_id}", params={"per_page": 200}).text
+    assert len(api) == 150
+    for where, text in (("API", json.dumps(api)), ("JSONL", jsonl), ("run page", page)):
+        # booleans first: pytest's explanation of `in` on a 300 kB string takes minutes
+        leaked, shown = "HARMFUL-DETAILS" in text, "SAFE-REPLY-" in text
+        assert not leaked, f"a reply to a harmful prompt is public on the {where}"  # stored, never public
+        assert shown, f"the other replies are missing from the {where}"
+    assert "Hidden" in page
+
+
+@pytest.mark.xfail(strict=True, reason="the leaderboard does not apply tasks/alignment/redact.py yet "
+                                       "(proposed diff in the issue 10 report); remove this mark when it does")
+def test_hidden_completions_on_the_public_leaderboard(server, sqlite_url):
+    from fastapi.testclient import TestClient
+
+    from harness.leaderboard.app import create_app
+
+    summary, _ = run(server, sqlite_url, "alignment_steerability", "marked", categories="privacy")
+    stored = rows(sqlite_url, summary.run_id)
+    assert sum("HARMFUL-DETAILS" in r.output for r in stored) == 50  # 25 harmful prompts x 2 conditions
+    with TestClient(create_app(sqlite_url, cache_seconds=0.0)) as client:
+        check_public_views(client, summary.run_id)
