@@ -10,8 +10,9 @@ Multi-turn design: the runner's protocol gives ``score`` no handle on the model 
 refine task takes the model's spec as a task option (``-T refine_model=SPEC``, normally the same
 spec as ``--model``) and builds its own instance for the follow-up calls; round 1 is the runner's
 own call (cached, resumable), later rounds are made from ``score``. Per-round values
-(``executable_r1..3``, ``chamfer_r1..3``, ...) describe the best-so-far state after each round, so
-the test-time-scaling effect shows as a curve. (A proposed core change, ``ScoreContext.model``,
+(``executable_r1..3``, ``chamfer_r1..3``, ...) describe the state after each round (the latest
+attempt that executed, else the latest attempt; never picked by reference-based scores), so the
+test-time-scaling effect shows as a curve. (A proposed core change, ``ScoreContext.model``,
 would remove the duplicated spec.)
 
 Options (``-T``): data_dir (public benchmark folder; default: the shipped reference set), workers
@@ -265,9 +266,9 @@ class Code3DRuntime:
             result, values = await self.run_round(code, base / f"round{k}", ref)
             rounds.append({"round": k, "values": values, "had_fences": had_fences, **result.to_dict(),
                            "failure": classify_failure(result.status, result.traceback, result.error)})  # fmt: skip
-            better = best is None or (values["executable"], -values.get("chamfer", 0.0)) > (
-                best["executable"], -best.get("chamfer", 0.0))  # fmt: skip
-            if better:
+            # the state after round k: the latest attempt that executed, else the latest attempt. Never
+            # chosen by Chamfer or image scores: those need the reference, which the model never sees.
+            if best is None or result.ok or not best["executable"]:
                 best, best_result = values, result
             assert best is not None
             for name in ("executable", "chamfer", "fscore", "img_iou_paired"):
