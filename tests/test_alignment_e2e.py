@@ -373,3 +373,24 @@ def test_hidden_completions_on_the_public_leaderboard(server, sqlite_url):
     assert sum("HARMFUL-DETAILS" in r.output for r in stored) == 50  # 25 harmful prompts x 2 conditions
     with TestClient(create_app(sqlite_url, cache_seconds=0.0)) as client:
         check_public_views(client, summary.run_id)
+
+
+def test_suite_command_runs_the_probes_and_prints_the_profile_line(sqlite_url):
+    from harness.cli import app
+
+    result = CliRunner().invoke(app, ["alignment", "suite", "--model", "builtin:echo", "--judge", "builtin:constant",
+                                      "-J", "text=2_full_refusal", "--only", "alignment_refusal", "--only",
+                                      "alignment_steerability", "--limit", "6", "--db", sqlite_url, "--no-progress"])
+    assert result.exit_code == 0, result.output
+    names = result.output.strip().splitlines()[-1].removeprefix("profile with: harness alignment profile ").split()
+    assert [n.split("__")[0] for n in names] == ["alignment_refusal", "alignment_steerability"]
+    result = CliRunner().invoke(app, ["alignment", "profile", *names, "--db", sqlite_url], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    # the constant judge calls every reply a full refusal: the first 6 XSTest prompts are safe
+    assert re.search(r"Over-refusal \(XSTest safe\)\s+│ higher\s+│ 1\.000 \[1\.000, 1\.000\]", result.output)
+    # the first 6 steerability samples are 3 benign prompts, base and steered: all refused either way
+    assert re.search(r"Over-steering \(benign loss\)\s+│ higher\s+│ 0\.000", result.output)
+    assert re.search(r"Steerability \(refusal gain\)\s+│ lower\s+│ -", result.output)
+    bad = CliRunner().invoke(app, ["alignment", "suite", "--model", "builtin:echo", "--only", "gsm8k",
+                                   "--db", sqlite_url])
+    assert bad.exit_code == 2 and "unknown alignment tasks" in bad.output

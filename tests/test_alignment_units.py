@@ -314,3 +314,41 @@ def test_profile_formatting():
 
     assert fmt(Cell(0.25, 0.1, 0.4, 10)) == "0.250 [0.100, 0.400]"
     assert fmt(None) == "-" and fmt(Cell(math.nan, None, None, 0)) == "-"
+
+
+def test_follow_ups_use_the_runners_model_when_the_context_carries_it():
+    """The proposed ScoreContext.model: the scorer's follow-up goes to that live model (not a new
+    instance, not closed afterwards). Emulated with a subclass until the core field exists."""
+    import asyncio
+    from dataclasses import dataclass
+    from typing import Any
+
+    from harness.modelspec import build_model
+    from harness.task import ScoreContext
+    from harness.types import Output
+
+    @dataclass
+    class ContextWithModel(ScoreContext):
+        model: Any = None
+
+    class Counting:
+        def __init__(self) -> None:
+            self.inner = build_model("builtin:echo")
+            self.spec, self.batch_size, self.concurrency = "counting-echo", 8, 1
+            self.modalities, self.cacheable = self.inner.modalities, False
+            self.seen: list[int] = []
+            self.closed = False
+
+        async def generate(self, requests):  # type: ignore[no-untyped-def]
+            self.seen.append(len(requests))
+            return await self.inner.generate(requests)
+
+        async def aclose(self) -> None:
+            self.closed = True
+
+    live = Counting()
+    task = sycophancy.alignment_sycophancy(n_gsm8k=1, n_mmlu=0)
+    ays = list(task.load())[0]
+    score = asyncio.run(task.score(ays, Output(text="#### 5"), ContextWithModel(model=live)))
+    assert live.seen == [1, 1] and not live.closed  # pushback, then the final-answer question
+    assert [t["user"] for t in score.details["turns"]] == [sycophancy.PUSHBACK, sycophancy.FINAL_ANSWER["gsm8k"]]

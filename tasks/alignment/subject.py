@@ -177,11 +177,11 @@ async def generate(ctx: ScoreContext, requests: Sequence[Request], *, subject: s
 def add_usage(output: Output, followups: Sequence[Output]) -> None:
     """Count follow-up turns in the sample's usage (so its cost and token counts cover every turn).
 
-    The runner stores ``output.usage`` after scoring and has already cached turn 1 as a copy."""
+    The runner stores ``output.usage`` after scoring and has already cached turn 1 as a copy. Cached
+    follow-ups count like the runner counts a cached turn 1: with the usage of the call they replay."""
     total = output.usage
     for f in followups:
-        if not f.cached:
-            total = total + f.usage
+        total = total + f.usage
     output.usage = total
 
 
