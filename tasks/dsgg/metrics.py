@@ -147,20 +147,37 @@ def ag_ground_truth(frames: Sequence[dict], person_class: int = 1) -> AGGroundTr
 
 @dataclass
 class Candidates:
-    """Ranked predicted triplets: ``rank`` is the 0-based position within its frame."""
+    """Ranked predicted triplets: ``rank`` is the 0-based position within its frame. Boxes are rows of
+    ``boxes`` referenced by ``sub_idx``/``obj_idx`` (gathered only for the few candidates whose labels
+    match a GT triplet)."""
 
     frame: np.ndarray
     sub_cls: np.ndarray
     pred: np.ndarray
     obj_cls: np.ndarray
-    sub_box: np.ndarray
-    obj_box: np.ndarray
+    boxes: np.ndarray
+    sub_idx: np.ndarray
+    obj_idx: np.ndarray
     score: np.ndarray
     rank: np.ndarray
 
+    @property
+    def sub_box(self) -> np.ndarray:
+        return self.boxes[self.sub_idx]
 
-def _rank_within_frame(frame: np.ndarray, score: np.ndarray, position: np.ndarray, grouped: bool = False
-                       ) -> np.ndarray:
+    @property
+    def obj_box(self) -> np.ndarray:
+        return self.boxes[self.obj_idx]
+
+    @staticmethod
+    def from_boxes(frame: np.ndarray, sub_cls: np.ndarray, pred: np.ndarray, obj_cls: np.ndarray,
+                   sub_box: np.ndarray, obj_box: np.ndarray, score: np.ndarray, rank: np.ndarray) -> Candidates:
+        n = frame.size
+        return Candidates(frame, sub_cls, pred, obj_cls, np.concatenate([sub_box, obj_box]).reshape(-1, 4),
+                          np.arange(n), n + np.arange(n), score, rank)
+
+
+def _rank_within_frame(frame: np.ndarray, score: np.ndarray, position: np.ndarray) -> np.ndarray:
     """Order by frame, then score descending; ties put the *later* candidate (higher position) first.
 
     The reference sorts with ``scores.argsort()[::-1]``: reversing an ascending sort puts tied
@@ -168,17 +185,13 @@ def _rank_within_frame(frame: np.ndarray, score: np.ndarray, position: np.ndarra
     per-frame arrays it sorts by insertion sort). We reproduce that deterministically at any size.
 
     Vectorised as a segmented sort: one radix sort groups candidates by (frame, position), then each
-    frame's scores sit in a row of a padded 2-D array sorted row-wise (cheap: rows are short).
-    ``grouped``: the input is already ordered by frame, then position (skips the radix sort)."""
+    frame's scores sit in a row of a padded 2-D array sorted row-wise (cheap: rows are short)."""
     n = frame.size
     if n == 0:
         return np.zeros(0, dtype=np.int64)
     position = np.asarray(position, dtype=np.int64)
-    if grouped:
-        order = np.arange(n)
-    else:
-        span = int(position.max()) - int(position.min()) + 1
-        order = np.argsort(frame.astype(np.int64) * span + (position - position.min()), kind="stable")
+    span = int(position.max()) - int(position.min()) + 1
+    order = np.argsort(frame.astype(np.int64) * span + (position - position.min()), kind="stable")
     f = frame[order]
     starts = np.flatnonzero(np.r_[True, f[1:] != f[:-1]])
     lengths = np.diff(np.r_[starts, n])
@@ -260,8 +273,8 @@ def ag_candidates(pred: AGPrediction, constraint: str = "with", semi_threshold: 
     frame, sub, obj, predicate, total = (x[order] for x in (frame, sub, obj, predicate, total))
     rank = _ranks(frame)
     keep = rank < max_rank
-    return Candidates(frame[keep], labels[sub[keep]], predicate[keep], labels[obj[keep]],
-                      boxes[sub[keep]], boxes[obj[keep]], total[keep], rank[keep])
+    return Candidates(frame[keep], labels[sub[keep]], predicate[keep], labels[obj[keep]], boxes, sub[keep],
+                      obj[keep], total[keep], rank[keep])
 
 
 def _top_cells(grid: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -294,12 +307,18 @@ def _no_constraint_candidates(pf: np.ndarray, blocks: list, oscore: np.ndarray, 
     (they can still hit a GT at R@100)."""
     if pf.size == 0:
         e = np.zeros(0, dtype=np.int64)
-        return Candidates(e, e, e, e, np.zeros((0, 4)), np.zeros((0, 4)), np.zeros(0), e)
-    order = np.argsort(pf, kind="stable")  # pairs by frame, then position (input order within a frame)
-    pf = pf[order]
-    subs = [s[order] for s, _, _, _ in blocks]
-    objs = [o[order] for _, o, _, _ in blocks]
-    vals = [(oscore[s] * oscore[o])[:, None] * b[2][order] for s, o, b in zip(subs, objs, blocks, strict=True)]
+        return Candidates(e, e, e, e, boxes, e, e, np.zeros(0), e)
+    if np.all(pf[1:] >= pf[:-1]):  # STTran's layout: pairs already grouped by frame
+        subs = [s for s, _, _, _ in blocks]
+        objs = [o for _, o, _, _ in blocks]
+        dists = [d for _, _, d, _ in blocks]
+    else:  # pairs by frame, then position (input order within a frame)
+        order = np.argsort(pf, kind="stable")
+        pf = pf[order]
+        subs = [s[order] for s, _, _, _ in blocks]
+        objs = [o[order] for _, o, _, _ in blocks]
+        dists = [d[order] for _, _, d, _ in blocks]
+    vals = [(oscore[s] * oscore[o])[:, None] * d for s, o, d in zip(subs, objs, dists, strict=True)]
     los = [lo for _, _, _, (lo, _) in blocks]
     widths = [hi - lo for _, _, _, (lo, hi) in blocks]
     n_frames = int(pf[-1]) + 1
@@ -325,30 +344,31 @@ def _no_constraint_candidates(pf: np.ndarray, blocks: list, oscore: np.ndarray, 
                         full[bi, :, :, lo:lo + w] = x[rr]
                     grid = full.transpose(1, 0, 2, 3).reshape(rr.size, -1)
                 r, c = _top_cells(grid, top)
-                total = grid[r, c]
+                # every row keeps the same number of cells, in column (= row-major position) order; the
+                # second sort (score descending, ties reversed) is a row-wise sort of reversed columns
+                m = r.size // rr.size
+                c = c.reshape(rr.size, m)
+                total = grid[r.reshape(rr.size, m), c]
+                within = np.argsort(-total[:, ::-1], axis=1, kind="stable")[:, :max_rank]
+                pick = m - 1 - within
+                c = np.take_along_axis(c, pick, axis=1)
+                total = np.take_along_axis(total, pick, axis=1)
+                rank = np.broadcast_to(np.arange(pick.shape[1]), pick.shape)
+                frame = np.repeat(frames_p[rr], pick.shape[1]).reshape(pick.shape)
                 if is_big:
                     e0, e1 = widths[0] * n_pairs, (widths[0] + widths[1]) * n_pairs
                     b = (c >= e0).astype(np.int64) + (c >= e1)
-                    within = c - np.asarray([0, e0, e1])[b]
-                    ppos, j = np.divmod(within, np.asarray(widths)[b])
+                    ppos, j = np.divmod(c - np.asarray([0, e0, e1])[b], np.asarray(widths)[b])
                     pred = np.asarray(los)[b] + j
                 else:
                     row, pred = np.divmod(c, N_PREDICATES)
                     b, ppos = np.divmod(row, n_pairs)
-                parts.append((frames_p[rr][r], b, ppos, pred, total))
-    frame, b, ppos, predicate, total = (np.concatenate([p[i] for p in parts]) for i in range(5))
-    g = np.argsort(frame, kind="stable")  # each frame came whole from one grid, in position order
-    frame, b, ppos, predicate, total = (x[g] for x in (frame, b, ppos, predicate, total))
-    pair = start_of[frame] + ppos
-    sub = np.choose(b, [x[pair] for x in subs])
-    obj = np.choose(b, [x[pair] for x in objs])
-    full_pos = (b * n_of[frame] + ppos) * N_PREDICATES + predicate
-    o = _rank_within_frame(frame, total, full_pos, grouped=True)
-    frame, sub, obj, predicate, total = (x[o] for x in (frame, sub, obj, predicate, total))
-    rank = _ranks(frame)
-    keep = rank < max_rank
-    return Candidates(frame[keep], labels[sub[keep]], predicate[keep], labels[obj[keep]],
-                      boxes[sub[keep]], boxes[obj[keep]], total[keep], rank[keep])
+                parts.append(tuple(x.ravel() for x in (frame, b, ppos, pred, total, rank)))
+    frame, b, ppos, predicate, total, rank = (np.concatenate([p[i] for p in parts]) for i in range(6))
+    pair = start_of[frame] + ppos  # pairs are sorted by frame, then position
+    sub = np.stack(subs)[b, pair]
+    obj = np.stack(objs)[b, pair]
+    return Candidates(frame, labels[sub], predicate, labels[obj], boxes, sub, obj, total, rank)
 
 
 def _ranks(sorted_frame: np.ndarray) -> np.ndarray:
@@ -371,8 +391,8 @@ def first_hit_rank(gt: AGGroundTruth, cand: Candidates, iou_threshold: float = 0
     ci, gi = _join(ck, gk)
     best = np.full(gk.size, np.inf)
     if ci.size:
-        ok = (box_iou(cand.sub_box[ci], gt.sub_box[gi]) >= iou_threshold) & \
-             (box_iou(cand.obj_box[ci], gt.obj_box[gi]) >= iou_threshold)
+        ok = (box_iou(cand.boxes[cand.sub_idx[ci]], gt.sub_box[gi]) >= iou_threshold) & \
+             (box_iou(cand.boxes[cand.obj_idx[ci]], gt.obj_box[gi]) >= iou_threshold)
         np.minimum.at(best, gi[ok], cand.rank[ci[ok]].astype(float))
     return best
 

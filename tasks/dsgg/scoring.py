@@ -69,8 +69,8 @@ def _candidates(t: M.Triplets) -> M.Candidates:
     order = np.argsort(t.frame, kind="stable")  # rank = listing order within the frame
     frame = t.frame[order]
     rank = M._ranks(frame)
-    return M.Candidates(frame, t.sub_cls[order], t.pred[order], t.obj_cls[order], t.sub_box[order],
-                        t.obj_box[order], -rank.astype(float), rank)
+    return M.Candidates.from_boxes(frame, t.sub_cls[order], t.pred[order], t.obj_cls[order], t.sub_box[order],
+                                   t.obj_box[order], -rank.astype(float), rank)
 
 
 def _sparse(x: np.ndarray) -> dict[str, float]:
