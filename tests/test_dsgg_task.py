@@ -311,3 +311,18 @@ def test_cli_eval_prior_and_constant_into_sqlite(tmp_path):
 
     fig = analysis.chart(open_db(url))
     assert fig is not None and len(fig["data"][0]["x"]) == 1  # the constant model has no precision row
+
+
+def test_replay_model_reads_pickled_numpy_predictions(tmp_path):
+    import numpy as np
+
+    from harness.tasks.dsgg.models import dsgg_replay
+
+    path = tmp_path / "preds.pkl"
+    path.write_bytes(pickle.dumps({"v1": {"format": "sttran", "boxes": np.zeros((2, 4))}, "v2": "no json"}))
+    model = dsgg_replay(str(path))
+    outs = asyncio.run(model.generate([Request([], sample_id=i) for i in ("v1", "v2", "v3")]))
+    assert outs[0].prediction == {"format": "sttran", "boxes": [[0.0] * 4] * 2}
+    assert outs[1].text == "no json" and outs[2].error and "v3" in outs[2].error
+    with pytest.raises(ValueError, match="not found"):
+        dsgg_replay(str(tmp_path / "missing.json"))
