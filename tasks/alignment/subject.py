@@ -78,6 +78,17 @@ def _run_config(ctx: ScoreContext) -> tuple[str, dict[str, Any], int]:
     return str(cfg["model"]), dict(cfg.get("model_settings") or {}), int(cfg.get("seed") or 0)
 
 
+def _run_uses_cache(ctx: ScoreContext) -> bool:
+    """False when the run was started with --no-cache (follow-ups then skip the cache like turn 1)."""
+    if ctx.sessions is None or ctx.run_id is None:
+        return True
+    from harness.store.schema import RunRow
+
+    with ctx.sessions() as s:
+        run = s.get(RunRow, ctx.run_id)
+        return bool((run.config or {}).get("use_cache", True)) if run is not None else True
+
+
 def _resolve(ctx: ScoreContext, subject: str | None) -> tuple[str, dict[str, Any], int, Any]:
     """(spec, settings, run seed, live model or None)."""
     if subject:
@@ -141,7 +152,7 @@ async def generate(ctx: ScoreContext, requests: Sequence[Request], *, subject: s
         model = held.model
         reqs = [_with_run_settings(r, settings, seed) for r in requests]
         keys = [stable_hash([model.spec, r.to_dict()]) for r in reqs]
-        use_cache = ctx.sessions is not None and getattr(model, "cacheable", True)
+        use_cache = ctx.sessions is not None and getattr(model, "cacheable", True) and _run_uses_cache(ctx)
         outputs: list[Output | None] = [None] * len(reqs)
         if use_cache:
             from harness.store import ops
