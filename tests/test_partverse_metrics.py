@@ -120,6 +120,33 @@ def test_embedding_similarity_with_the_shipped_minilm() -> None:
     assert close > far + 20
 
 
+def test_sbert_and_simcse_paths_with_local_models(tmp_path: Path) -> None:
+    """The paper's models cannot be fetched here; the same code paths run on local folders (a tiny
+    random BERT stands in for SimCSE's RoBERTa: pooler output, cosine)."""
+    from transformers import BertConfig, BertModel, BertTokenizerFast
+
+    minilm = captions.default_embedder_path()
+    tokenizer = BertTokenizerFast.from_pretrained(minilm, local_files_only=True)
+    config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=1,
+                        num_attention_heads=2, intermediate_size=64)
+    BertModel(config).save_pretrained(tmp_path / "simcse")
+    tokenizer.save_pretrained(tmp_path / "simcse")
+    metrics = captions.CaptionMetrics(traditional=False, embedder=None, sbert_model=minilm,
+                                      simcse_model=str(tmp_path / "simcse"))
+    values, _ = metrics.compute("a red chair", "a red chair")
+    assert set(values) == {"sbert_similarity", "simcse_similarity"}
+    assert values["simcse_similarity"] == pytest.approx(100.0, abs=1e-3)
+    import torch
+
+    model = BertModel.from_pretrained(tmp_path / "simcse").eval()
+    batch = tokenizer(["a red chair", "quarterly tax filing deadline"], padding=True, return_tensors="pt")
+    with torch.no_grad():
+        pooled = model(**batch).pooler_output
+    expected = 100 * torch.nn.functional.cosine_similarity(pooled[0:1], pooled[1:2]).item()
+    values, _ = metrics.compute("a red chair", "quarterly tax filing deadline")
+    assert values["simcse_similarity"] == pytest.approx(expected, abs=1e-3)
+
+
 def test_word_f1_and_exact_norm_match() -> None:
     # pred 3 words, gold 4; common bag: "a", "red" (once each) -> P = 2/3, R = 2/4
     assert captions.word_f1("A red red", "a red wooden chair") == pytest.approx(2 * (2 / 3) * 0.5 / (2 / 3 + 0.5))

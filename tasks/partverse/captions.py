@@ -25,7 +25,6 @@ as in the reference, so it scores ~0 instead of crashing the libraries):
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -112,10 +111,9 @@ def default_embedder_path() -> str:
 
 @lru_cache(maxsize=4)
 def sentence_model(path: str) -> Any:
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # a local folder: never reach for a hub
     from sentence_transformers import SentenceTransformer
 
-    return SentenceTransformer(path, device="cpu")
+    return SentenceTransformer(path, device="cpu", local_files_only=True)  # a local folder: no hub
 
 
 def sentence_similarity(path: str, gt: str, out: str) -> float:
@@ -127,10 +125,10 @@ def sentence_similarity(path: str, gt: str, out: str) -> float:
 
 @lru_cache(maxsize=2)
 def simcse_model(path: str) -> tuple[Any, Any]:
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from transformers import AutoModel, AutoTokenizer
 
-    return AutoTokenizer.from_pretrained(path), AutoModel.from_pretrained(path).eval()
+    return (AutoTokenizer.from_pretrained(path, local_files_only=True),
+            AutoModel.from_pretrained(path, local_files_only=True).eval())
 
 
 def simcse_similarity(path: str, gt: str, out: str) -> float:
