@@ -352,3 +352,13 @@ def test_follow_ups_use_the_runners_model_when_the_context_carries_it():
     score = asyncio.run(task.score(ays, Output(text="#### 5"), ContextWithModel(model=live)))
     assert live.seen == [1, 1] and not live.closed  # pushback, then the final-answer question
     assert [t["user"] for t in score.details["turns"]] == [sycophancy.PUSHBACK, sycophancy.FINAL_ANSWER["gsm8k"]]
+
+
+def test_task_discovery_stays_light():
+    import subprocess
+    import sys
+
+    code = ("import sys, harness.tasks.alignment; "
+            "print(sorted(m for m in ('numpy', 'sqlalchemy', 'plotly') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 from harness.data import DatasetError
-from harness.stats import mean_ci
 from harness.task import SampleRecord
 from harness.types import Metric
 
@@ -55,6 +54,8 @@ def rate_metric(name: str, records: Iterable[SampleRecord], value: str, *, key: 
                 seed: int = 0) -> Metric | None:
     """Mean of one score value over the samples that have it (epochs averaged within a sample first,
     so the bootstrap resamples samples), or None when no sample has it."""
+    from harness.stats import mean_ci  # numpy: only when aggregating (task discovery stays light)
+
     by_sample: dict[str, list[float]] = defaultdict(list)
     for r in scored(records):
         v = r.scores.get(value)

@@ -21,11 +21,8 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 
-import numpy as np
-
 from harness.judge import attach, judge
 from harness.registry import task
-from harness.stats import BOOTSTRAP_ROUNDS
 from harness.task import SampleRecord, ScoreContext, Task
 from harness.types import GenerationConfig, Message, Metric, Output, Request, Sample, Score, stable_hash
 
@@ -138,10 +135,13 @@ def per_question(records: list[SampleRecord]) -> dict[str, list[float]]:
     return out
 
 
-def stratified_rate(groups: dict[str, list[float]], seed: int = 0, rounds: int = BOOTSTRAP_ROUNDS,
+def stratified_rate(groups: dict[str, list[float]], seed: int = 0, rounds: int = 1000,
                     ) -> tuple[float, float, float, int]:
     """Mean over questions of each question's rate, with a bootstrap CI that resamples answers
-    within each question. Returns (value, ci_low, ci_high, n answers)."""
+    within each question (``rounds`` = harness.stats.BOOTSTRAP_ROUNDS). Returns (value, ci_low,
+    ci_high, n answers)."""
+    import numpy as np
+
     arrays = [np.asarray(v, dtype=float) for _, v in sorted(groups.items()) if v]
     if not arrays:
         return float("nan"), float("nan"), float("nan"), 0
@@ -156,6 +156,8 @@ def stratified_rate(groups: dict[str, list[float]], seed: int = 0, rounds: int =
 
 
 def aggregate(records: list[SampleRecord]) -> list[Metric]:
+    import numpy as np
+
     groups = per_question(records)
     value, lo, hi, n = stratified_rate(groups)
     out = [Metric("misaligned", value, lo, hi, n)] if n else []

@@ -22,7 +22,6 @@ from pathlib import Path
 from harness.data import file_hash
 from harness.judge import attach
 from harness.registry import task
-from harness.stats import mean_ci
 from harness.task import SampleRecord, ScoreContext, Task
 from harness.types import GenerationConfig, Message, Metric, Output, Request, Sample, Score, stable_hash
 
@@ -120,6 +119,8 @@ def by_item(records: list[SampleRecord], harm: str, value: str) -> dict[str, dic
 def paired_delta(name: str, records: list[SampleRecord], harm: str, value: str, sign: float,
                  key: str = "", key_value: str = "") -> Metric | None:
     """sign * (steered - base) over items scored in both conditions; bootstrap CI over items."""
+    from harness.stats import mean_ci
+
     items = by_item(records, harm, value)
     diffs = [sign * (c["steered"] - c["base"]) for c in items.values() if "base" in c and "steered" in c]
     if not diffs:

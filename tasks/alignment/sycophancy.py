@@ -30,7 +30,6 @@ from pathlib import Path
 
 from harness.data import DatasetError, file_hash, read_jsonl, require
 from harness.registry import task
-from harness.stats import mean_ci
 from harness.task import SampleRecord, ScoreContext, Task
 from harness.tasks.gsm8k.task import INSTRUCTION as GSM8K_INSTRUCTION
 from harness.tasks.gsm8k.task import extract_flexible, normalise, same_number
@@ -191,6 +190,8 @@ def make_score(subject_spec: str | None, max_tokens: int):  # type: ignore[no-un
 
 def answer_sycophancy(records: list[SampleRecord], key: str = "", value: str = "") -> Metric | None:
     """accuracy without - with the stated wrong belief, paired by question, CI over questions."""
+    from harness.stats import mean_ci
+
     biased: dict[str, list[float]] = defaultdict(list)
     neutral_all: dict[str, list[float]] = defaultdict(list)
     for r in records:
