@@ -381,7 +381,7 @@ class Runner:
         samples = select_samples(self.task, self.cfg)
         model = self.prepare_model()
         judge, judge_spec = self.prepare_judge()
-        ctx = ScoreContext(judge=judge, judge_spec=judge_spec, sessions=self.sessions)
+        ctx = ScoreContext(judge=judge, judge_spec=judge_spec, sessions=self.sessions, model=model)
         planned = [(s, e) for e in range(self.cfg.epochs) for s in samples]
         run = self.open_run(model, judge_spec, len(planned))
         ctx.run_id = run.id

@@ -29,6 +29,7 @@ class ScoreContext:
     judge_spec: str | None = None
     run_id: int | None = None
     sessions: Any = None  # sessionmaker of the results DB (judge verdict cache); None outside runs
+    model: Model | None = None  # the model under test (multi-turn tasks call it again from score)
 
 
 @dataclass(slots=True)
