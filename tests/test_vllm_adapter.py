@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from vllm_checks.check_settings import engine_settings, expected_spec
-from vllm_checks.venv import ROOT, check_env, run_check, tiny_model, vllm_python
+from vllm_checks.venv_runner import ROOT, check_env, run_check, tiny_model, vllm_python
 
 pytestmark = pytest.mark.slow
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from vllm_checks.check_settings import expected_spec
-from vllm_checks.venv import run_check, tiny_model, vllm_python
+from vllm_checks.venv_runner import run_check, tiny_model, vllm_python
 
 pytestmark = pytest.mark.slow
 
