@@ -63,6 +63,7 @@ def eval_cmd(
     epochs: Annotated[int, typer.Option(help="Repeat each sample N times")] = 1,
     samples: Annotated[str | None, typer.Option(help="Comma-separated sample ids")] = None,
     concurrency: Annotated[int | None, typer.Option(help="Calls in flight (default: the model's)")] = None,
+    dp: Annotated[int | None, typer.Option("--dp", help="Data-parallel replicas (vLLM: Ray actors); = -M dp=N")] = None,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Bypass the response cache")] = False,
     run_name: Annotated[str | None, typer.Option("--run-name", help="Name of the run (default derived)")] = None,
     resume: Annotated[
@@ -93,6 +94,8 @@ def eval_cmd(
         resume = stored.name
     if not task or not model:
         fail("--task and --model are required (or --resume RUN)")
+    if dp is not None:
+        model_opt = [*(model_opt or []), f"dp={dp}"]
     cfg = EvalConfig(
         task=task, model=model, task_options=parse_kv(task_opt, "-T"), model_settings=parse_kv(model_opt, "-M"),
         judge=judge, judge_settings=parse_kv(judge_opt, "-J"), limit=limit, seed=seed, epochs=epochs,

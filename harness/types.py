@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
 PartType = Literal["text", "image", "video", "audio", "points", "mesh"]
@@ -111,9 +111,11 @@ class GenerationConfig:
     def merged(self, overrides: dict[str, Any]) -> GenerationConfig:
         """A copy with known keys replaced and unknown keys moved into ``extra``."""
         known = {k: v for k, v in overrides.items() if k in _GEN_FIELDS and k != "extra"}
-        extra = {**self.extra, **{k: v for k, v in overrides.items() if k not in _GEN_FIELDS}}
-        data = {**asdict(self), **known, "extra": extra}
-        return GenerationConfig(**data)
+        unknown = {k: v for k, v in overrides.items() if k not in _GEN_FIELDS}
+        # dataclasses.replace, not asdict: asdict deep-copies every field and dominated the runner's
+        # per-request cost
+        return replace(self, **known, extra={**self.extra, **unknown} if unknown else dict(self.extra),
+                       stop=list(known.get("stop", self.stop)))
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
