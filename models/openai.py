@@ -7,7 +7,8 @@ Settings (``-M key=value``):
   base_url          server root including ``/v1`` (default OpenAI's)
   api_key_env       environment variable holding the key (default OPENAI_API_KEY; optional for
                     non-OpenAI servers). Keys are never taken as settings: settings are stored in the DB.
-  concurrency       requests in flight (default 32; the runner's --concurrency sets its worker count)
+  concurrency       most requests in flight (default 32). The runner's --concurrency sets how many
+                    workers call the model; above this setting it is capped by it, so raise both.
   timeout           seconds per attempt (default 120)
   max_retries       retries after the first attempt on 408/409/429/5xx, time-outs, dropped
                     connections and unparseable bodies (default 5); back-off ``retry_base * 2**n``

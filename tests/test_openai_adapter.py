@@ -381,6 +381,19 @@ def test_settings(scripted_server, monkeypatch):
     assert scripted_server.requests[-1].headers["Authorization"] == "Bearer sk-test"
 
 
+def test_proxy_from_environment_resolved_once(monkeypatch):
+    from harness.models.openai import _proxy_for
+
+    for name in ("http_proxy", "https_proxy", "no_proxy", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    assert _proxy_for("https://api.example.com/v1") is None
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.internal:3128")
+    assert _proxy_for("https://api.example.com/v1") == "http://proxy.internal:3128"
+    assert _proxy_for("http://api.example.com/v1") is None  # no HTTP_PROXY set
+    monkeypatch.setenv("NO_PROXY", "example.com")
+    assert _proxy_for("https://api.example.com/v1") is None
+
+
 def test_concurrency_limit_bounds_in_flight_requests(scripted_server):
     scripted_server.delay = 0.05
     model = make_model(scripted_server, concurrency=4)
