@@ -1,0 +1,91 @@
+"""``spa3d:`` backend: the 3DSPA realism scorer as a model (fit-then-predict or a checkpoint).
+
+- ``spa3d:fit`` trains the track autoencoder on the task's train split (realistic ``.npz`` tracks)
+  once before scoring; ``-M steps=...`` / ``seed=`` / ``checkpoint=PATH`` (save, resumable) tune it;
+- ``spa3d:/path/model.pt`` loads a checkpoint written by training.
+For every request it scores each media part (``points`` = ``.npz`` tracks, ``video`` = a video,
+tracked first) and returns ``prediction = {"scores": [metrics dict per part]}``. A file that cannot
+be read or extracted makes that request's Output carry the one-line error (never the whole run).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness.registry import model
+from harness.types import Output, Request, Sample, Usage
+
+
+@dataclass
+class Spa3dModel:
+    path: str
+    spec: str = ""
+    steps: int = 400
+    seed: int = 0
+    draws: int = 1
+    checkpoint: str | None = None
+    max_seconds: float | None = None
+    batch_size: int = 16
+    concurrency: int = 1
+    cacheable: bool = False  # a fitted scorer's outputs depend on the fit, not only on the request
+    modalities: frozenset[str] = field(default_factory=lambda: frozenset({"text", "points", "video"}))
+    scorer: Any = None
+    fit_report: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.path != "fit":
+            from harness.tasks.spa3d.scorer import RealismScorer
+
+            self.scorer = RealismScorer.from_checkpoint(self.path, seed=self.seed, draws=self.draws)
+
+    def fit(self, train: Sequence[Sample]) -> dict[str, Any]:
+        if self.path != "fit":
+            return {"fitted": False, "reason": "checkpoint given"}
+        from harness.tasks.spa3d.scorer import RealismScorer
+        from harness.tasks.spa3d.tracks import load_tracks
+        from harness.tasks.spa3d.train import TrainConfig
+        from harness.tasks.spa3d.train import train as train_model
+
+        videos = [load_tracks(p.path) for s in train for m in s.messages for p in m.content
+                  if p.type == "points" and p.path]
+        if not videos:
+            raise ValueError("spa3d:fit needs a train split of .npz track files")
+        cfg = TrainConfig(steps=int(self.steps), seed=int(self.seed), max_seconds=self.max_seconds)
+        cfg.model.feature_dim = videos[0].feature_dim
+        net, history = train_model(videos, cfg, checkpoint=self.checkpoint)
+        self.scorer = RealismScorer(net, seed=self.seed, draws=self.draws)
+        self.fit_report = {"fitted": True, "videos": len(videos), "steps": len(history),
+                           "final_l1": history[-1]["l1"] if history else None}
+        return self.fit_report
+
+    def _score_request(self, request: Request) -> Output:
+        parts = [p for m in request.messages if m.role == "user" for p in m.content if p.type in ("points", "video")]
+        if not parts:
+            return Output(error="no track file or video in the request")
+        scores = []
+        for part in parts:
+            try:
+                scores.append(self.scorer.score_path(part.path))
+            except Exception as exc:  # recorded per sample: unreadable file, missing extractor, ...
+                msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                return Output(error=f"{type(exc).__name__}: {msg}")
+        text = " ".join(f"{s['realism']:.4f}" for s in scores)
+        return Output(text=text, prediction={"scores": scores}, usage=Usage(calls=1))
+
+    async def generate(self, requests: Sequence[Request]) -> list[Output]:
+        if self.scorer is None:
+            raise RuntimeError("spa3d:fit was not fitted (the task has no train split)")
+        import asyncio
+
+        return await asyncio.to_thread(lambda: [self._score_request(r) for r in requests])
+
+
+@model("spa3d", description="3DSPA realism scorer: spa3d:fit (train on the task's train split) or spa3d:CHECKPOINT")
+def spa3d(path: str = "fit", **settings: Any) -> Spa3dModel:
+    known = {"steps", "seed", "draws", "checkpoint", "max_seconds", "batch_size", "concurrency"}
+    unknown = set(settings) - known
+    if unknown:
+        raise ValueError(f"spa3d: unknown setting(s) {', '.join(sorted(unknown))}; known: {', '.join(sorted(known))}")
+    return Spa3dModel(path=path or "fit", spec=f"spa3d:{path or 'fit'}", **settings)

@@ -1,0 +1,121 @@
+"""Training loop for the track autoencoder, with checkpoints (resumable) and a loss history."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from harness.tasks.spa3d.autoencoder import POSITION_WEIGHT, VISIBILITY_WEIGHT, AutoencoderConfig
+from harness.tasks.spa3d.sampling import Normaliser, arrays_for, sample_with_replacement, split_support_query, to_batch
+from harness.tasks.spa3d.tracks import Tracks, resample_frames
+
+ADAM_EPS = 1e-16
+
+
+@dataclass
+class TrainConfig:
+    steps: int = 400
+    batch_size: int = 8
+    support: int = 96  # tracks per training video (the paper: 2048 support / 512 query)
+    query: int = 32
+    lr: float = 1e-3
+    seed: int = 0
+    checkpoint_every: int = 100
+    max_seconds: float | None = None  # stop early (and checkpoint) after this long
+    position_weight: float = POSITION_WEIGHT
+    visibility_weight: float = VISIBILITY_WEIGHT
+    model: AutoencoderConfig = field(default_factory=AutoencoderConfig)
+
+
+def _video_batch(videos: Sequence[Tracks], cfg: TrainConfig, rng: np.random.Generator) -> list[dict[str, np.ndarray]]:
+    items = []
+    for i in rng.integers(0, len(videos), size=cfg.batch_size):
+        video = videos[int(i)]
+        s, q = split_support_query(video, rng, support=10**9, query=10**9, query_fraction=0.25)
+        s = sample_with_replacement(s, cfg.support, rng)
+        q = sample_with_replacement(q, cfg.query, rng)
+        # the normaliser is fitted on support points only: nothing about the queries leaks in
+        items.append(arrays_for(video, Normaliser.fit(video.subset(s)), s, q))
+    return items
+
+
+def save_checkpoint(path: str | Path, model, optimiser, step: int, cfg: TrainConfig, history: list[dict]) -> Path:
+    import torch
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    torch.save({"config": cfg.model.to_dict(), "state_dict": model.state_dict(),
+                "optimiser": optimiser.state_dict() if optimiser is not None else None, "step": step,
+                "history": history}, tmp)
+    tmp.replace(path)  # atomic: an interrupted save never leaves a broken checkpoint
+    return path
+
+
+def load_model(path: str | Path):
+    """A trained TrackAutoencoder in eval mode, from a checkpoint written by ``train``."""
+    import torch
+
+    from harness.tasks.spa3d.autoencoder import TrackAutoencoder
+
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: 3DSPA checkpoint not found")
+    state = torch.load(path, map_location="cpu", weights_only=False)
+    model = TrackAutoencoder(AutoencoderConfig(**state["config"]))
+    model.load_state_dict(state["state_dict"])
+    model.eval()
+    return model
+
+
+def train(videos: Sequence[Tracks], cfg: TrainConfig, checkpoint: str | Path | None = None,
+          resume: bool = True, log=None) -> tuple[object, list[dict]]:
+    """Train on realistic videos; returns (model, history). Resumes from ``checkpoint`` if it exists."""
+    import torch
+
+    from harness.tasks.spa3d.autoencoder import TrackAutoencoder, paper_loss
+
+    if not videos:
+        raise ValueError("no training videos")
+    videos = [resample_frames(v, cfg.model.num_frames) for v in videos]
+    dims = {v.feature_dim for v in videos}
+    if dims != {cfg.model.feature_dim}:
+        raise ValueError(f"training videos have feature dims {sorted(dims)}, model expects {cfg.model.feature_dim}")
+    torch.manual_seed(cfg.seed)
+    model = TrackAutoencoder(cfg.model)
+    # Adam's default eps (1e-8) would swamp the gradients of the paper's 1e-8-weighted visibility
+    # term, so visibility would never be learnt; a tiny eps keeps Adam scale-free for that head
+    optimiser = torch.optim.Adam(model.parameters(), lr=cfg.lr, eps=ADAM_EPS)
+    step, history = 0, []
+    if checkpoint is not None and resume and Path(checkpoint).exists():
+        state = torch.load(checkpoint, map_location="cpu", weights_only=False)
+        model.load_state_dict(state["state_dict"])
+        if state.get("optimiser"):
+            optimiser.load_state_dict(state["optimiser"])
+        step, history = int(state["step"]), list(state["history"])
+    rng = np.random.default_rng(cfg.seed + step)  # a resumed run draws fresh batches
+    model.train()
+    started = time.perf_counter()
+    while step < cfg.steps:
+        support, query, target = to_batch(_video_batch(videos, cfg, rng))
+        pred_pos, vis_logits = model(support, query)
+        loss, parts = paper_loss(pred_pos, vis_logits, target["pos"], target["vis"], cfg.position_weight,
+                                 cfg.visibility_weight)
+        optimiser.zero_grad()
+        loss.backward()
+        optimiser.step()
+        step += 1
+        history.append({"step": step, **parts})
+        if log is not None and step % 50 == 0:
+            log(f"step {step}: l1={parts['l1']:.4f} bce={parts['bce']:.3f}")
+        out_of_time = cfg.max_seconds is not None and time.perf_counter() - started > cfg.max_seconds
+        if checkpoint is not None and (step % cfg.checkpoint_every == 0 or step == cfg.steps or out_of_time):
+            save_checkpoint(checkpoint, model, optimiser, step, cfg, history)
+        if out_of_time:
+            break
+    model.eval()
+    return model, history
