@@ -10,7 +10,7 @@ reply, so the ideal rate at concurrency c is c / delay. At each concurrency, in 
 - ``openai-default`` (the named baseline): a bare ``openai.AsyncOpenAI`` with its default httpx
   transport, c calls in flight under a semaphore, retries off;
 - ``openai-aiohttp``: the same SDK client on its optional aiohttp transport (``DefaultAioHttpClient``,
-  needs ``httpx-aiohttp``; skipped when absent) - the alternative the adapter's design rejected;
+  needs aiohttp; skipped when absent) - the alternative the adapter's design rejected;
 - ``harness+runner``: the whole evaluation loop (``Runner``: prompt, score, SQLite commits, no
   cache) over the adapter, on a generated task of the same size;
 - ``ceiling``: a minimal aiohttp loop that only posts and reads bytes: what this server can serve
@@ -167,7 +167,7 @@ async def measure_client(name: str, base_url: str, c: int, n: int, seconds: floa
         return rps, cpu, (process_cpu_seconds(server_pid) - s0) / n * 1000
     try:
         call, close = await CLIENTS[name](base_url, c)  # type: ignore[misc]
-    except ImportError as exc:
+    except (ImportError, RuntimeError) as exc:  # the SDK's aiohttp transport without aiohttp
         print(f"{c:>5} {name:<15} skipped ({exc})")
         return None
     try:
