@@ -345,7 +345,7 @@ class ScriptedServer:
 
     async def _start_async(self) -> None:
         # backlog: the benchmark opens hundreds of connections at once
-        self._runner = web.AppRunner(self.app(), access_log=None, handle_signals=False)
+        self._runner = web.AppRunner(self.app(), access_log=None, handle_signals=False, shutdown_timeout=0.5)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port, backlog=4096, reuse_address=True)
         await site.start()
