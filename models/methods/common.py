@@ -1,0 +1,129 @@
+"""Shared plumbing for fit-then-predict method backends: features in and out of requests, the fit
+cache, the training progress bar.
+
+Method tasks carry each item's feature vector in the first part's ``options["features"]`` (the text
+repeats it for text-only models); a backend reads it from there, and from the text as a fallback.
+The fitted state is cached under ``$HARNESS_CACHE_DIR/fits/<method>-<hash>.pkl`` where the hash
+covers the method config and the train data, so a rerun on the same data does not retrain.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pickle
+import re
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from harness.types import Message, Sample, stable_hash
+
+_NUM = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
+
+
+class FeatureError(ValueError):
+    """A request or sample without a usable feature vector."""
+
+
+def features_of(messages: Sequence[Message]) -> list[float]:
+    for m in messages:
+        for p in m.content:
+            feats = p.options.get("features") if p.options else None
+            if feats is not None:
+                return [float(v) for v in feats]
+    text = " ".join(m.text_content for m in messages if m.role == "user")
+    nums = _NUM.findall(text.split(":", 1)[-1]) if text else []
+    if not nums:
+        raise FeatureError("no feature vector in the request (options['features'] or numbers in the text)")
+    return [float(v) for v in nums]
+
+
+def train_arrays(train: Sequence[Sample], labelled: bool = True) -> tuple[Any, Any]:
+    """(X float64 [n, d], y int64 [n] or None) from train samples; a clear error names the sample."""
+    import numpy as np
+
+    rows, labels = [], []
+    for s in train:
+        try:
+            rows.append(features_of(s.messages))
+        except FeatureError as exc:
+            raise FeatureError(f"train sample {s.id!r}: {exc}") from None
+        if labelled:
+            if s.target is None:
+                raise FeatureError(f"train sample {s.id!r} has no target label")
+            labels.append(int(s.target))
+    dims = {len(r) for r in rows}
+    if len(dims) > 1:
+        raise FeatureError(f"train samples have feature vectors of different lengths {sorted(dims)}")
+    X = np.asarray(rows, dtype=np.float64)
+    y = np.asarray(labels, dtype=np.int64) if labelled else None
+    return X, y
+
+
+def data_hash(*arrays: Any) -> str:
+    h = hashlib.sha256()
+    for a in arrays:
+        if a is None:
+            h.update(b"none")
+            continue
+        h.update(str(a.dtype).encode() + str(a.shape).encode())
+        h.update(a.tobytes())
+    return h.hexdigest()
+
+
+def fit_key(method: str, config: dict[str, Any], digest: str) -> str:
+    return stable_hash({"method": method, "config": config, "data": digest})[:24]
+
+
+def cache_dir() -> Path:
+    root = Path(os.environ.get("HARNESS_CACHE_DIR", Path.home() / ".cache" / "harness"))
+    return root / "fits"
+
+
+def load_fit(method: str, key: str) -> dict[str, Any] | None:
+    path = cache_dir() / f"{method}-{key}.pkl"
+    if not path.exists():
+        return None
+    try:
+        with path.open("rb") as f:
+            return pickle.load(f)  # our own cache file, written by save_fit below
+    except (OSError, pickle.UnpicklingError, EOFError):
+        return None  # a torn write: refit
+
+
+def save_fit(method: str, key: str, state: dict[str, Any]) -> Path:
+    path = cache_dir() / f"{method}-{key}.pkl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    with tmp.open("wb") as f:
+        pickle.dump(state, f, protocol=pickle.HIGHEST_PROTOCOL)
+    tmp.replace(path)  # atomic: concurrent runs never read half a file
+    return path
+
+
+class TrainProgress:
+    """A rich progress bar for training (epochs or iterations); silent off a terminal or when disabled."""
+
+    def __init__(self, label: str, total: int | None, enabled: bool = True) -> None:
+        self.bar = None
+        self.task_id = None
+        if enabled and os.isatty(2):
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+            self.bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                TextColumn("{task.fields[info]}"), TimeElapsedColumn(), transient=True)
+            self.task_id = self.bar.add_task(label, total=total, info="")
+
+    def advance(self, info: str = "") -> None:
+        if self.bar is not None:
+            self.bar.update(self.task_id, advance=1, info=info)
+
+    @contextmanager
+    def running(self) -> Iterator[TrainProgress]:
+        if self.bar is None:
+            yield self
+            return
+        with self.bar:
+            yield self

@@ -1,0 +1,170 @@
+"""Clustering backends: ``hartigan:batched`` / ``hartigan:sequential`` and scikit-learn baselines
+``kmeans:lloyd`` / ``kmeans:elkan``, all fit-then-predict models.
+
+``fit(train)`` clusters the train split's feature vectors (labels are ignored) from k-means++ seeds
+drawn by scikit-learn's ``kmeans_plusplus`` with ``random_state=seed``, the same seeds for every
+backend, so objective differences come from the algorithm alone. A test request whose sample id and
+features match a train point gets that point's cluster (a Hartigan partition is not always the
+nearest-centroid one); any other point gets its nearest centroid.
+
+Settings (``-M``): ``k`` (default: the train samples' ``metadata["n_clusters"]``), ``seed`` (0),
+``max_iter`` (1000 for Hartigan iterations, 300 for Lloyd/Elkan), ``seq_cap`` (4096: unsafe moves
+re-checked sequentially per iteration), ``progress`` (true), ``cache`` (true: reuse a cached fit).
+
+Each output's ``details["fit"]`` records the fit: objective, iterations, seconds (of the original
+fit, also when it came from the cache), parallel/sequential move counts, whether it converged and
+whether it was cached; ``usage.seconds`` is the prediction time of the batch split over its requests.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness.models.methods.common import (
+    FeatureError,
+    TrainProgress,
+    data_hash,
+    features_of,
+    fit_key,
+    load_fit,
+    save_fit,
+    train_arrays,
+)
+from harness.registry import model
+from harness.types import Output, Request, Sample, Usage
+
+ALGORITHMS = {"hartigan": ("batched", "sequential"), "kmeans": ("lloyd", "elkan")}
+
+
+def kmeanspp_seeds(X: Any, k: int, seed: int) -> Any:
+    from sklearn.cluster import kmeans_plusplus
+
+    centers, _ = kmeans_plusplus(X, k, random_state=seed)
+    return centers
+
+
+def run_clustering(family: str, variant: str, X: Any, k: int, seed: int, *, max_iter: int | None = None,
+                   seq_cap: int = 4096, progress: TrainProgress | None = None,
+                   track_objective: bool = True) -> dict[str, Any]:
+    """Cluster X with one algorithm from shared k-means++ seeds; returns the fit record + state."""
+    import numpy as np
+
+    from harness.models.methods.hartigan_core import batched_hartigan, objective, sequential_hartigan
+
+    init = kmeanspp_seeds(X, k, seed)
+    t0 = time.perf_counter()
+    record: dict[str, Any] = {"method": f"{family}:{variant}", "k": k, "seed": seed}
+
+    def tick(it: int, obj: float, par: int, seq: int) -> None:
+        if progress is not None:
+            progress.advance(f"objective {obj:.6g} · {par} parallel, {seq} sequential")
+
+    if family == "hartigan":
+        if variant == "batched":
+            res = batched_hartigan(X, init, max_iter=max_iter or 1000, seq_cap=seq_cap, on_iteration=tick,
+                                   track_objective=track_objective)
+        else:
+            res = sequential_hartigan(X, init, max_sweeps=max_iter or 100, on_iteration=tick)
+        labels, centers = res.labels, res.centers
+        record.update(iterations=res.iterations, parallel_moves=res.parallel_moves,
+                      sequential_moves=res.sequential_moves, converged=res.converged, history=res.history)
+    else:
+        from sklearn.cluster import KMeans
+
+        km = KMeans(k, init=init, n_init=1, algorithm=variant, max_iter=max_iter or 300, random_state=seed).fit(X)
+        labels, centers = km.labels_.astype(np.int64), km.cluster_centers_
+        record.update(iterations=int(km.n_iter_), converged=bool(km.n_iter_ < (max_iter or 300)))
+    record["seconds"] = time.perf_counter() - t0
+    record["objective"] = objective(X, labels, k)
+    return {"record": record, "labels": np.asarray(labels, dtype=np.int64), "centers": np.asarray(centers)}
+
+
+@dataclass
+class ClusteringModel:
+    family: str
+    variant: str
+    settings: dict[str, Any] = field(default_factory=dict)
+    spec: str = ""
+    batch_size: int = 4096
+    concurrency: int = 1
+    cacheable: bool = False  # predictions are instant; the fit has its own cache
+    modalities: frozenset[str] = frozenset({"text"})
+    state: dict[str, Any] | None = None
+    by_id: dict[str, tuple[int, Any]] = field(default_factory=dict)
+
+    def fit(self, train: Sequence[Sample]) -> dict[str, Any]:
+        X, _ = train_arrays(train, labelled=False)
+        k = self.settings.get("k") or next((s.metadata.get("n_clusters") for s in train
+                                             if s.metadata.get("n_clusters")), None)
+        if not k:
+            raise ValueError(f"{self.spec}: give -M k=N (train samples carry no metadata['n_clusters'])")
+        k, seed = int(k), int(self.settings.get("seed", 0))
+        config = {"k": k, "seed": seed, "max_iter": self.settings.get("max_iter"),
+                  "seq_cap": int(self.settings.get("seq_cap", 4096)), "v": 1}
+        key = fit_key(f"{self.family}-{self.variant}", config, data_hash(X))
+        state = load_fit(self.family, key) if self.settings.get("cache", True) else None
+        cached = state is not None
+        if state is None:
+            total = config["max_iter"] or (1000 if self.family == "hartigan" else None)
+            bar = TrainProgress(f"fit {self.spec}", total if self.family == "hartigan" else None,
+                                bool(self.settings.get("progress", True)))
+            with bar.running():
+                state = run_clustering(self.family, self.variant, X, k, seed, max_iter=config["max_iter"],
+                                       seq_cap=config["seq_cap"], progress=bar)
+            save_fit(self.family, key, state)
+        state["record"] = {**state["record"], "cached": cached}
+        self.state = state
+        self.by_id = {s.id: (int(lab), X[i]) for i, (s, lab) in enumerate(zip(train, state["labels"], strict=True))}
+        return state["record"]
+
+    async def generate(self, requests: Sequence[Request]) -> list[Output]:
+        import numpy as np
+
+        if self.state is None:
+            return [Output(error=f"{self.spec} has not been fitted (the task needs a train split)")
+                    for _ in requests]
+        t0 = time.perf_counter()
+        centers = self.state["centers"]
+        fit = {k: v for k, v in self.state["record"].items() if k != "history"}
+        outs: list[Output] = []
+        for r in requests:
+            try:
+                x = np.asarray(features_of(r.messages))
+            except FeatureError as exc:
+                outs.append(Output(error=str(exc)))
+                continue
+            if x.shape[0] != centers.shape[1]:
+                outs.append(Output(error=f"feature vector has {x.shape[0]} values, the fit has {centers.shape[1]}"))
+                continue
+            known = self.by_id.get(r.sample_id)
+            if known is not None and np.array_equal(known[1], x):
+                label, how = known[0], "fitted"
+            else:
+                label, how = int(np.argmin(((centers - x) ** 2).sum(axis=1))), "nearest"
+            outs.append(Output(text=str(label), prediction=label, details={"fit": fit, "assigned": how}))
+        per = (time.perf_counter() - t0) / max(len(requests), 1)
+        for o in outs:
+            o.usage = Usage(calls=1, seconds=per)
+        return outs
+
+
+def _build(family: str, path: str | None, settings: dict[str, Any]) -> ClusteringModel:
+    variant = path or ALGORITHMS[family][0]
+    if variant not in ALGORITHMS[family]:
+        raise ValueError(f"unknown {family} variant {variant!r}; choose one of {', '.join(ALGORITHMS[family])}")
+    shown = {k: v for k, v in sorted(settings.items()) if k in ("k", "seed", "max_iter", "seq_cap")}
+    spec = f"{family}:{variant}" + ("?" + "&".join(f"{k}={v}" for k, v in shown.items()) if shown else "")
+    return ClusteringModel(family, variant, dict(settings), spec)
+
+
+@model("hartigan", description="Hartigan k-means fitted on the train split: hartigan:batched | hartigan:sequential")
+def hartigan(path: str | None, **settings: Any) -> ClusteringModel:
+    return _build("hartigan", path, settings)
+
+
+@model("kmeans", description="scikit-learn KMeans baseline fitted on the train split: kmeans:lloyd | kmeans:elkan")
+def kmeans(path: str | None, **settings: Any) -> ClusteringModel:
+    return _build("kmeans", path, settings)

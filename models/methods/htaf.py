@@ -1,0 +1,178 @@
+"""Binary-network backends trained on the task's train split: ``htaf:ARCH`` and the baselines
+``relu:ARCH``, ``sigmoid:ARCH`` (steep sigmoid) and ``ste:ARCH`` (straight-through Heaviside), with
+ARCH one of ``mlp`` | ``heaviside`` | ``icbm`` (see ``htaf_core``).
+
+Settings (``-M``): ``hidden`` (128), ``depth`` (heaviside layers, 4), ``concepts`` (icbm, 32),
+``alpha`` (HTAF steepness, 8), ``alpha_end`` (anneal alpha linearly to this), ``beta`` (steep-sigmoid
+slope, 8), ``epochs`` (100), ``lr`` (3e-3), ``batch`` (64), ``seeds`` (3 networks, seeds 0..S-1),
+``progress`` (true), ``cache`` (true).
+
+Every request is answered by all seeds' networks: ``prediction`` holds per-seed ``soft`` classes
+(trained surrogate), ``hard`` classes (all binary units thresholded at 0) and, for seed 0, the
+``concepts`` (indices of the last binary layer's units that fired) and ``active`` (their count);
+``text`` is seed 0's hard class. ``details["fit"]`` records the training usage (seconds, epochs,
+seeds, final train loss, non-finite steps, cached); ``usage.seconds`` is the batch's prediction time
+split over its requests. The fitted weights are cached by a hash of the config and the train data.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness.models.methods.common import (
+    FeatureError,
+    TrainProgress,
+    data_hash,
+    features_of,
+    fit_key,
+    load_fit,
+    save_fit,
+    train_arrays,
+)
+from harness.registry import model
+from harness.types import Output, Request, Sample, Usage
+
+ACTS = ("htaf", "relu", "sigmoid", "ste")
+ARCH_NAMES = ("mlp", "heaviside", "icbm")
+_INT_KEYS = ("hidden", "depth", "concepts", "epochs", "batch", "seeds")
+_FLOAT_KEYS = ("alpha", "beta", "lr")
+
+
+def image_shape_of(sample: Sample) -> tuple[int, int] | None:
+    for m in sample.messages:
+        for p in m.content:
+            shape = p.options.get("shape") if p.options else None
+            if shape:
+                return int(shape[0]), int(shape[1])
+    return None
+
+
+@dataclass
+class BinaryNetModel:
+    act: str
+    arch: str
+    settings: dict[str, Any] = field(default_factory=dict)
+    spec: str = ""
+    batch_size: int = 4096
+    concurrency: int = 1
+    cacheable: bool = False  # the weights have their own cache; predictions are instant
+    modalities: frozenset[str] = frozenset({"text", "image"})
+    state: dict[str, Any] | None = None
+
+    def config(self) -> Any:
+        from harness.models.methods.htaf_core import TrainConfig
+
+        kw: dict[str, Any] = {"arch": self.arch, "act": self.act}
+        if self.arch == "heaviside":
+            kw["depth"] = 4
+        for key in _INT_KEYS:
+            if key in self.settings:
+                kw[key] = int(self.settings[key])
+        for key in _FLOAT_KEYS:
+            if key in self.settings:
+                kw[key] = float(self.settings[key])
+        if self.settings.get("alpha_end") is not None:
+            kw["alpha_end"] = float(self.settings["alpha_end"])
+        return TrainConfig(**kw)
+
+    def fit(self, train: Sequence[Sample]) -> dict[str, Any]:
+        from dataclasses import asdict
+
+        import numpy as np
+
+        X, y = train_arrays(train, labelled=True)
+        if len(X) == 0:
+            raise FeatureError("empty train split")
+        shape = image_shape_of(train[0]) if self.arch == "icbm" else None
+        n_out = int(max(int(y.max()) + 1, max((int(s.metadata.get("n_classes", 0)) for s in train), default=0)))
+        cfg = self.config()
+        key = fit_key(f"binnet-{self.act}-{self.arch}", {**asdict(cfg), "v": 1}, data_hash(X, y))
+        state = load_fit("binnet", key) if self.settings.get("cache", True) else None
+        cached = state is not None
+        if state is None:
+            from harness.models.methods.htaf_core import train_nets
+
+            if self.arch == "icbm":  # one scale for the whole image keeps its spatial structure
+                mean, std = np.full(X.shape[1], X.mean()), np.full(X.shape[1], X.std() or 1.0)
+            else:
+                mean, std = X.mean(axis=0), X.std(axis=0)
+                std[std == 0] = 1.0
+            bar = TrainProgress(f"train {self.spec}", cfg.seeds * cfg.epochs, bool(self.settings.get("progress", True)))
+            with bar.running():
+                states, record = train_nets(cfg, (X - mean) / std, y, n_out, shape, tick=bar.advance)
+            state = {"weights": states, "mean": mean, "std": std, "n_out": n_out, "shape": shape,
+                     "record": {"method": self.spec, **record}}
+            save_fit("binnet", key, state)
+        state["record"] = {**state["record"], "cached": cached}
+        self.state = {**state, "cfg": cfg}
+        return state["record"]
+
+    async def generate(self, requests: Sequence[Request]) -> list[Output]:
+        import numpy as np
+
+        from harness.models.methods.htaf_core import predict
+
+        if self.state is None:
+            return [Output(error=f"{self.spec} has not been fitted (the task needs a train split)") for _ in requests]
+        t0 = time.perf_counter()
+        st = self.state
+        dim = st["mean"].shape[0]
+        rows, slots, outs = [], [], [Output() for _ in requests]
+        for i, r in enumerate(requests):
+            try:
+                x = features_of(r.messages)
+            except FeatureError as exc:
+                outs[i] = Output(error=str(exc))
+                continue
+            if len(x) != dim:
+                outs[i] = Output(error=f"feature vector has {len(x)} values, the network takes {dim}")
+                continue
+            rows.append(x)
+            slots.append(i)
+        if rows:
+            X = (np.asarray(rows, dtype=np.float64) - st["mean"]) / st["std"]
+            pred = predict(st["cfg"], st["weights"], X, st["n_out"], st["shape"])
+            for row, i in enumerate(slots):
+                fired = np.flatnonzero(pred.codes[0, row]).tolist()
+                active = pred.codes[:, row].mean(axis=1).tolist()  # fraction of binary units on, per seed
+                outs[i] = Output(
+                    text=str(int(pred.hard[0, row])),
+                    prediction={"soft": pred.soft[:, row].tolist(), "hard": pred.hard[:, row].tolist(),
+                                "concepts": fired, "active": len(fired), "active_fraction": active},
+                    details={"fit": st["record"]})
+        per = (time.perf_counter() - t0) / max(len(requests), 1)
+        for o in outs:
+            o.usage = Usage(calls=1, seconds=per)
+        return outs
+
+
+def _build(act: str, path: str | None, settings: dict[str, Any]) -> BinaryNetModel:
+    arch = path or "mlp"
+    if arch not in ARCH_NAMES:
+        raise ValueError(f"unknown architecture {arch!r} for {act}; choose one of {', '.join(ARCH_NAMES)}")
+    shown = {k: v for k, v in sorted(settings.items()) if k in (*_INT_KEYS, *_FLOAT_KEYS, "alpha_end")}
+    spec = f"{act}:{arch}" + ("?" + "&".join(f"{k}={v}" for k, v in shown.items()) if shown else "")
+    return BinaryNetModel(act, arch, dict(settings), spec)
+
+
+@model("htaf", description="HTAF binary network trained on the train split: htaf:mlp | htaf:heaviside | htaf:icbm")
+def htaf_backend(path: str | None, **settings: Any) -> BinaryNetModel:
+    return _build("htaf", path, settings)
+
+
+@model("relu", description="ReLU baseline of the HTAF networks (units thresholded at test): relu:mlp|heaviside|icbm")
+def relu_backend(path: str | None, **settings: Any) -> BinaryNetModel:
+    return _build("relu", path, settings)
+
+
+@model("sigmoid", description="Steep-sigmoid sig(beta x) baseline of the HTAF networks: sigmoid:mlp|heaviside|icbm")
+def sigmoid_backend(path: str | None, **settings: Any) -> BinaryNetModel:
+    return _build("sigmoid", path, settings)
+
+
+@model("ste", description="Straight-through Heaviside baseline of the HTAF networks: ste:mlp|heaviside|icbm")
+def ste_backend(path: str | None, **settings: Any) -> BinaryNetModel:
+    return _build("ste", path, settings)
