@@ -25,7 +25,7 @@ import os
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -162,9 +162,12 @@ class HFModel:
         return "\n\n".join(str(m["content"]) for m in conversation)
 
     def prepare(self, index: int, request: Request) -> _Prepared:
-        config = request.config.merged(self.overrides) if self.overrides else request.config
-        if isinstance(config.stop, str):  # `-M stop=###` arrives as one string, not a list
-            config = config.merged({"stop": [config.stop]})
+        overrides = dict(self.overrides)
+        # stop is set apart: `-M stop=###` arrives as one string (not a list of its characters), and
+        # GenerationConfig.merged passes `stop` twice to dataclasses.replace when overrides hold it
+        stop = overrides.pop("stop", request.config.stop)
+        config = request.config.merged(overrides) if overrides else request.config
+        config = replace(config, stop=[stop] if isinstance(stop, str) else list(stop or []))
         conversation = self._conversation(request.messages)
         prompt: Any = conversation if self.processor is not None else self._template(conversation)
         return _Prepared(index, request, config, prompt, len(str(prompt)))

@@ -119,7 +119,8 @@ def test_stop_strings_cut_the_reply(tiny):
     assert out.details["finish_reason"] == "stop" and out.usage.output_tokens < 12
     # `-M stop=...` gives one string: a stop string, not a list of its characters
     as_setting = build_model(tiny.spec, {"stop": stop})
-    assert run(as_setting, [ask(QUESTIONS[0], max_tokens=12)])[0].text == out.text
+    via_setting = run(as_setting, [ask(QUESTIONS[0], max_tokens=12)])[0]
+    assert via_setting.error is None and via_setting.text == out.text
 
 
 def test_mixed_max_tokens_in_one_call_keep_order(tiny):
