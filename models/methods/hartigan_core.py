@@ -241,6 +241,9 @@ def batched_hartigan(X: np.ndarray, init: np.ndarray, *, max_iter: int = 1000, s
                     seq_moves += [i, j]
                     n_seq += 1
             moved_from.append(np.asarray(seq_moves, dtype=np.int64))
+        if s_idx.size == 0 and n_seq == 0:
+            it -= 1
+            break  # nothing applicable (only possible with seq_cap=0): stop rather than spin
         changed = np.unique(np.concatenate(moved_from))
         par_total += int(s_idx.size)
         seq_total += n_seq
