@@ -86,3 +86,18 @@ def test_cli_eval_gsm8k_into_sqlite(smol_dir, tmp_path):
     assert all("exact_match" in r.scores for r in rows)
     assert tuple(run) == ("finished", 3)
     assert metric.n == 3 and 0.0 <= metric.value <= 1.0
+
+
+def test_cli_prepare_and_generate(smol_dir):
+    from typer.testing import CliRunner
+
+    from harness.cli import app
+
+    prepared = CliRunner().invoke(app, ["hf", "prepare"])
+    assert prepared.exit_code == 0 and f"{smol_dir} (already converted)" in prepared.output
+    unknown = CliRunner().invoke(app, ["hf", "prepare", "gpt-5"])
+    assert unknown.exit_code == 2 and "unknown embedded model 'gpt-5'" in unknown.output
+    said = CliRunner().invoke(app, ["hf", "generate", "What is the capital of France?", "--max-tokens", "12"])
+    assert said.exit_code == 0 and "Paris" in said.output
+    bad = CliRunner().invoke(app, ["hf", "generate", "hi", "-m", "hf:smollm2-135m-instruct", "-M", "colour=red"])
+    assert bad.exit_code == 2 and "unknown setting 'colour'" in bad.output
