@@ -143,9 +143,10 @@ def batched_hartigan(X: np.ndarray, init: np.ndarray, *, max_iter: int = 1000, s
                      track_objective: bool = True) -> HartiganResult:
     """Batched Hartigan from initial centres ``init`` (e.g. k-means++ seeds); see the module doc.
 
-    Scoring is incremental (the Hartigan-Wong "live set" idea): a point's best move only needs a full
-    re-score when its own cluster or its best target changed; every other point is re-scored against
-    the changed clusters only, so late iterations that touch a few clusters cost little."""
+    Scoring is incremental (the Hartigan-Wong "live set" idea): every point is re-scored against the
+    clusters the last iteration changed only; a full re-score is needed just for points whose stored
+    best target changed (it may have become worse than an unchanged cluster), and points whose own
+    cluster changed get their own distance recomputed. Late iterations touching few clusters cost little."""
     t0 = time.perf_counter()
     X = np.ascontiguousarray(X, dtype=np.float64)
     n, k = X.shape[0], init.shape[0]
@@ -170,19 +171,23 @@ def batched_hartigan(X: np.ndarray, init: np.ndarray, *, max_iter: int = 1000, s
         if changed is None or changed.size * 2 > k:
             full = np.arange(n)
         else:
+            # every point against the changed clusters only (own cluster masked)
             is_changed = np.zeros(k, dtype=bool)
             is_changed[changed] = True
-            stale = is_changed[labels] | is_changed[best_tgt]
-            full = np.flatnonzero(stale)
-            rest = np.flatnonzero(~stale)
-            if rest.size:
-                Dc = _sq_dists(X[rest], x_sq[rest], C[changed]) * add_ratio[changed][None, :]
-                jj = np.argmin(Dc, axis=1)
-                v = Dc[np.arange(rest.size), jj]
-                better = v < best_add[rest]
-                best_add[rest[better]] = v[better]
-                best_tgt[rest[better]] = changed[jj[better]]
-                del Dc
+            Dc = _sq_dists(X, x_sq, C[changed]) * add_ratio[changed][None, :]
+            Dc[labels[:, None] == changed[None, :]] = np.inf
+            jj = np.argmin(Dc, axis=1)
+            v = Dc[np.arange(n), jj]
+            del Dc
+            # a point whose stored best target changed may now prefer an unchanged cluster: re-score fully
+            full = np.flatnonzero(is_changed[best_tgt])
+            better = v < best_add
+            better[full] = False
+            best_add[better] = v[better]
+            best_tgt[better] = changed[jj[better]]
+            moved_own = np.flatnonzero(is_changed[labels])
+            diff = X[moved_own] - C[labels[moved_own]]
+            d_own[moved_own] = np.einsum("ij,ij->i", diff, diff)
         if full.size:
             D = _sq_dists(X[full], x_sq[full], C)
             r = np.arange(full.size)

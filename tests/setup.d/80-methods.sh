@@ -3,4 +3,3 @@
 if ! python -c "import sklearn" >/dev/null 2>&1; then
     python -m pip install -q "scikit-learn>=1.5"
 fi
-export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
