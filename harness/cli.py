@@ -314,7 +314,8 @@ def _register_plugins() -> None:
             print(f"warning: CLI plugin harness.commands.{info.name} not loaded: {exc}", file=sys.stderr)
 
 
-_register_plugins()
+if __name__ != "__main__":  # `python -m harness.cli` registers them through the importable module
+    _register_plugins()
 
 
 def main() -> None:
@@ -325,4 +326,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    # plugins import helpers from `harness.cli`; run that module's app rather than this __main__ copy
+    from harness.cli import main as _main
+
+    _main()

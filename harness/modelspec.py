@@ -167,3 +167,12 @@ def build_model(
         return entry.factory(None, **settings)
     entry = lookup("model", node.name)
     return entry.factory(node.path, **settings)
+
+
+def alias_settings(spec: str, modalities: set[str]) -> dict[str, Any]:
+    """The settings an alias card adds (e.g. ``max_tokens: 512``) when ``spec`` is an alias, so the
+    runner can apply its generation keys to every request like ``-M`` ones; {} otherwise."""
+    node = parse_spec(spec)
+    if node.is_operator or node.path is not None or load_alias(node.name) is None:
+        return {}
+    return resolve_alias(node.name, modalities)[1]

@@ -25,7 +25,7 @@ from sqlalchemy.orm import Session, sessionmaker
 import harness
 from harness.aggregate import aggregate
 from harness.model import Model, close_model
-from harness.modelspec import build_model
+from harness.modelspec import alias_settings, build_model
 from harness.registry import lookup
 from harness.store import ops
 from harness.store.db import open_db
@@ -169,11 +169,18 @@ class Runner:
         self.on_progress = on_progress
         self.n_new = self.n_err = self.n_unscored = 0
         self.error_kinds: dict[str, int] = {}
+        self._settings: dict[str, Any] = dict(cfg.model_settings)
 
     # ---- setup -------------------------------------------------------------------------------
     def prepare_model(self) -> Model:
+        # generation keys of an alias card apply to requests like -M ones (which win)
+        self._settings = {**alias_settings(self.cfg.model, set(self.task.modalities)), **self.cfg.model_settings}
         if self._model is None:
             self._model = build_model(self.cfg.model, self.cfg.model_settings, set(self.task.modalities))
+        if self.cfg.concurrency and hasattr(self._model, "concurrency"):
+            # per-request API backends size their connection pool from model.concurrency: --concurrency
+            # must reach them, not only the runner's worker count
+            self._model.concurrency = self.cfg.concurrency
         missing = set(self.task.modalities) - set(getattr(self._model, "modalities", {"text"}))
         if missing:
             raise RunConfigError(
@@ -223,7 +230,7 @@ class Runner:
     # ---- per-sample work -----------------------------------------------------------------------
     def _request(self, item: _Item, model: Model) -> Request:
         req = self.task.prompt(item.sample)
-        overrides = {k: v for k, v in self.cfg.model_settings.items() if k in GENERATION_KEYS}
+        overrides = {k: v for k, v in self._settings.items() if k in GENERATION_KEYS}
         if req.config.seed is None and "seed" not in overrides:
             overrides["seed"] = self.cfg.seed + item.epoch
         if overrides:
@@ -317,10 +324,11 @@ class Runner:
         results = await asyncio.gather(*(gated(i) for i in items))
         return {id(i): r for i, r in zip(items, results, strict=True)}
 
-    async def _process_chunk(self, chunk: list[_Item], model: Model, run_id: int, ctx: ScoreContext,
-                             use_cache: bool) -> None:
+    def _prepare(self, window: list[_Item], model: Model, run_id: int, use_cache: bool) -> list[_Item]:
+        """Build the requests of a window of samples and look their replies up in the cache with one
+        query (a lookup per sample would cost an SQL round trip each at batch_size 1)."""
         ready: list[_Item] = []
-        for item in chunk:
+        for item in window:
             try:
                 item.request = self._request(item, model)
                 item.cache_key = stable_hash([model.spec, item.request.to_dict()])
@@ -334,6 +342,10 @@ class Runner:
                 if item.cache_key in hits:
                     item.output = Output.from_dict(hits[item.cache_key])
                     item.output.cached = True
+        return ready
+
+    async def _process_chunk(self, ready: list[_Item], model: Model, run_id: int, ctx: ScoreContext,
+                             use_cache: bool) -> None:
         todo = [i for i in ready if i.output is None]
         if todo:
             t0 = time.perf_counter()
@@ -415,23 +427,35 @@ class Runner:
                      use_cache: bool, n_skipped: int, n_total: int) -> None:
         batch = max(1, int(getattr(model, "batch_size", 1) or 1))
         concurrency = self.cfg.concurrency or int(getattr(model, "concurrency", 1) or 1)
-        chunks = [pending[i : i + batch] for i in range(0, len(pending), batch)]
-        queue: asyncio.Queue[list[_Item]] = asyncio.Queue()
-        for c in chunks:
-            queue.put_nowait(c)
+        n_workers = max(1, min(concurrency, -(-len(pending) // batch)))
+        window = max(batch, 256)
+        queue: asyncio.Queue[list[_Item] | None] = asyncio.Queue(maxsize=2 * n_workers)
         progress = _Progress(self.cfg.progress, n_total, n_skipped, f"{self.task.name} · {self.cfg.model}")
 
+        def advance(before: int) -> None:
+            progress.advance(self.n_new - before, self.n_err)
+            if self.on_progress:
+                self.on_progress(n_skipped + self.n_new, n_total)
+
+        async def producer() -> None:
+            # windows of samples are prepared in order and handed out as chunks of batch_size; the
+            # bounded queue keeps preparation (prompt building, media decoding) just ahead of the model
+            try:
+                for start in range(0, len(pending), window):
+                    before = self.n_new
+                    ready = self._prepare(pending[start : start + window], model, run_id, use_cache)
+                    advance(before)
+                    for i in range(0, len(ready), batch):
+                        await queue.put(ready[i : i + batch])
+            finally:
+                for _ in range(n_workers):
+                    await queue.put(None)
+
         async def worker() -> None:
-            while True:
-                try:
-                    chunk = queue.get_nowait()
-                except asyncio.QueueEmpty:
-                    return
+            while (chunk := await queue.get()) is not None:
                 before = self.n_new
                 await self._process_chunk(chunk, model, run_id, ctx, use_cache)
-                progress.advance(self.n_new - before, self.n_err)
-                if self.on_progress:
-                    self.on_progress(n_skipped + self.n_new, n_total)
+                advance(before)
                 self.flush(run_id)
 
         async def ticker() -> None:  # commit at least every FLUSH_SECONDS even while calls hang
@@ -442,7 +466,7 @@ class Runner:
         tick = asyncio.create_task(ticker())
         try:
             with progress:
-                await asyncio.gather(*(worker() for _ in range(min(concurrency, len(chunks)) or 1)))
+                await asyncio.gather(producer(), *(worker() for _ in range(n_workers)))
         finally:
             tick.cancel()
 

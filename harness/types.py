@@ -114,8 +114,9 @@ class GenerationConfig:
         unknown = {k: v for k, v in overrides.items() if k not in _GEN_FIELDS}
         # dataclasses.replace, not asdict: asdict deep-copies every field and dominated the runner's
         # per-request cost
+        stop = known.pop("stop", self.stop)
         return replace(self, **known, extra={**self.extra, **unknown} if unknown else dict(self.extra),
-                       stop=list(known.get("stop", self.stop)))
+                       stop=[stop] if isinstance(stop, str) else list(stop or []))
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

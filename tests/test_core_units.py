@@ -117,3 +117,11 @@ def test_gsm8k_extraction(reply, strict, flexible):
 def test_gsm8k_numeric_equality():
     assert same_number("18.00", "18") and same_number("18", "18")
     assert not same_number("19", "18") and not same_number(None, "18")
+
+
+def test_generation_config_merge_stop_and_extra():
+    base = GenerationConfig(stop=["\n"])
+    assert base.merged({"stop": "###"}).stop == ["###"]
+    assert base.merged({"stop": ["a", "b"]}).stop == ["a", "b"]
+    assert base.merged({"temperature": 1.0}).stop == ["\n"]
+    assert base.merged({"top_k": 5}).extra == {"top_k": 5} and base.extra == {}
