@@ -26,6 +26,9 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=2)
     ap.add_argument("--hidden", type=int, default=128)
     ap.add_argument("--acts", nargs="+", default=["ste", "htaf", "sigmoid", "relu"])
+    ap.add_argument("--alpha", type=float, default=8.0, help="HTAF steepness a")
+    ap.add_argument("--norm", action="store_true", help="BatchNorm before each binary unit")
+    ap.add_argument("--alpha-end", type=float, default=None, help="anneal a linearly to this")
     args = ap.parse_args()
 
     import torch
@@ -36,14 +39,17 @@ def main() -> None:
     torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
     task = make_task("digits")
     train, test = list(task.train()), list(task.load())
-    print(f"digits {len(train)}/{len(test)}, epochs={args.epochs}, seeds={args.seeds}, hidden={args.hidden}")
+    print(f"digits {len(train)}/{len(test)}, epochs={args.epochs}, seeds={args.seeds}, hidden={args.hidden}, "
+          f"htaf a={args.alpha}" + (f"->{args.alpha_end}" if args.alpha_end else "") + f", norm={args.norm}")
     print("{:>5} {:>8} {:>8} {:>8} {:>8} {:>9} {:>8}".format("depth", "act", "soft", "hard", "gap", "hard/ste",
                                                               "seconds"))
     for depth in args.depths:
         base = None
         for act in args.acts:
             model = build_model(f"{act}:heaviside", {"depth": depth, "epochs": args.epochs, "seeds": args.seeds,
-                                                     "hidden": args.hidden, "progress": False, "cache": False})
+                                                     "hidden": args.hidden, "progress": False, "cache": False,
+                                                     "alpha": args.alpha, "alpha_end": args.alpha_end,
+                                                     "norm": args.norm})
             t0 = time.perf_counter()
             model.fit(train)
             secs = time.perf_counter() - t0

@@ -5,7 +5,7 @@ ARCH one of ``mlp`` | ``heaviside`` | ``icbm`` (see ``htaf_core``).
 Settings (``-M``): ``hidden`` (128), ``depth`` (heaviside layers, 4), ``concepts`` (icbm, 32),
 ``alpha`` (HTAF steepness, 8), ``alpha_end`` (anneal alpha linearly to this), ``beta`` (steep-sigmoid
 slope, 8), ``epochs`` (100), ``lr`` (3e-3), ``batch`` (64), ``seeds`` (3 networks, seeds 0..S-1),
-``progress`` (true), ``cache`` (true).
+``norm`` (false: BatchNorm before each binary unit of mlp/heaviside), ``progress`` (true), ``cache`` (true).
 
 Every request is answered by all seeds' networks: ``prediction`` holds per-seed ``soft`` classes
 (trained surrogate), ``hard`` classes (all binary units thresholded at 0) and, for seed 0, the
@@ -74,6 +74,8 @@ class BinaryNetModel:
         for key in _FLOAT_KEYS:
             if key in self.settings:
                 kw[key] = float(self.settings[key])
+        if "norm" in self.settings:
+            kw["norm"] = bool(self.settings["norm"])
         if self.settings.get("alpha_end") is not None:
             kw["alpha_end"] = float(self.settings["alpha_end"])
         return TrainConfig(**kw)
@@ -153,7 +155,7 @@ def _build(act: str, path: str | None, settings: dict[str, Any]) -> BinaryNetMod
     arch = path or "mlp"
     if arch not in ARCH_NAMES:
         raise ValueError(f"unknown architecture {arch!r} for {act}; choose one of {', '.join(ARCH_NAMES)}")
-    shown = {k: v for k, v in sorted(settings.items()) if k in (*_INT_KEYS, *_FLOAT_KEYS, "alpha_end")}
+    shown = {k: v for k, v in sorted(settings.items()) if k in (*_INT_KEYS, *_FLOAT_KEYS, "alpha_end", "norm")}
     spec = f"{act}:{arch}" + ("?" + "&".join(f"{k}={v}" for k, v in shown.items()) if shown else "")
     return BinaryNetModel(act, arch, dict(settings), spec)
 

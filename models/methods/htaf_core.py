@@ -106,7 +106,7 @@ class BinaryNet(nn.Module):
 
     def __init__(self, arch: str, n_in: int, n_out: int, act: str, *, hidden: int = 128, depth: int = 1,
                  concepts: int = 32, image_shape: tuple[int, int] | None = None, alpha: float = 8.0,
-                 beta: float = 8.0) -> None:
+                 beta: float = 8.0, norm: bool = False) -> None:
         super().__init__()
         if arch not in ARCHS:
             raise ValueError(f"unknown architecture {arch!r}; choose one of {', '.join(ARCHS)}")
@@ -126,7 +126,10 @@ class BinaryNet(nn.Module):
             self.features = nn.Identity()
             width = n_in
             for _ in range(depth if arch == "heaviside" else 1):
-                layers += [nn.Linear(width, hidden), BinaryUnit(act, alpha, beta)]
+                # optional BatchNorm before each binary unit: {0,1} outputs are not centred, and deep
+                # stacks without it saturate (bench/methods_htaf_stress.py); at test it is affine
+                layers += [nn.Linear(width, hidden), *([nn.BatchNorm1d(hidden)] if norm else []),
+                           BinaryUnit(act, alpha, beta)]
                 width = hidden
             last = hidden
         self.body = nn.Sequential(*layers)
@@ -167,6 +170,7 @@ class TrainConfig:
     lr: float = 3e-3
     batch: int = 64
     seeds: int = 3
+    norm: bool = False
 
 
 def alpha_at(cfg: TrainConfig, epoch: int) -> float:
@@ -177,7 +181,7 @@ def alpha_at(cfg: TrainConfig, epoch: int) -> float:
 
 def build_net(cfg: TrainConfig, n_in: int, n_out: int, image_shape: tuple[int, int] | None) -> BinaryNet:
     return BinaryNet(cfg.arch, n_in, n_out, cfg.act, hidden=cfg.hidden, depth=cfg.depth, concepts=cfg.concepts,
-                     image_shape=image_shape, alpha=cfg.alpha, beta=cfg.beta)
+                     image_shape=image_shape, alpha=cfg.alpha, beta=cfg.beta, norm=cfg.norm)
 
 
 def train_nets(cfg: TrainConfig, X: np.ndarray, y: np.ndarray, n_out: int, image_shape: tuple[int, int] | None,
