@@ -21,7 +21,8 @@ PROVISIONAL_N = 100
 # Names of metrics where smaller is better. Task rows carry no direction, so this is a name
 # heuristic (our choice); everything else ranks higher-is-better.
 _LOWER = re.compile(r"(^|_)(error|errors|wer|cer|loss|mae|mse|rmse|chamfer|distance|dist|latency|cost|"
-                    r"perplexity|ppl|fid|kid|lpips|unscored)($|_|s$)")
+                    r"perplexity|ppl|fid|kid|lpips|unscored|over_refusal|misaligned|abandon_rate|"
+                    r"contradiction_rate|over_steering|unsafe_compliance)($|_|s$)")
 
 Z95 = 1.959963984540054
 

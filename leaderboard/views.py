@@ -211,7 +211,31 @@ def task_view(sessions: sessionmaker[Session], name: str) -> View:
         "format_rank": format_rank, "provisional_n": PROVISIONAL_N,
         "chart_scores": charts.score_ci_chart(best, metric, lower),
         "chart_cost": charts.cost_pareto_chart(best, metric, lower),
+        "chart_task": _task_chart(sessions, name),
     }, {"runs": rtable, "metrics": mtable})
+
+
+def _task_chart(sessions: sessionmaker[Session], name: str) -> dict | None:
+    """The task family's own chart, when its package has ``analysis.chart(sessions, task)`` (DSGG's
+    precision-recall view, reliability's quality-cost front). A failing hook costs the page its
+    extra chart, not the page."""
+    import importlib
+    import logging
+
+    from harness.registry import UnknownNameError, lookup
+
+    try:
+        package = lookup("task", name).factory.__module__.rsplit(".", 1)[0]
+        hook = getattr(importlib.import_module(f"{package}.analysis"), "chart", None)
+    except (UnknownNameError, ModuleNotFoundError):
+        return None
+    if hook is None:
+        return None
+    try:
+        return hook(sessions, name)
+    except Exception:
+        logging.getLogger(__name__).exception("task chart for %s failed", name)
+        return None
 
 
 def tasks_view(sessions: sessionmaker[Session]) -> View:
@@ -285,15 +309,22 @@ def run_view(sessions: sessionmaker[Session], run_id: int, media_roots: list[Pat
         metrics = queries.metrics_of(s, [run_id])
         total, rows = queries.sample_page(s, run_id, q=q, status=status, page=page, per_page=per_page)
         stored = queries.judgements_for(s, run_id, [(r.sample_id, r.epoch) for r in rows])
+    from harness.tasks.alignment.redact import is_hidden, redact_details
+
     samples = []
     for r in rows:
-        details = dict(r.details or {})
+        # replies to harmful prompts (metadata hide_output) are stored but never rendered publicly
+        hidden = is_hidden((r.input or {}).get("metadata"))
+        details = redact_details(dict(r.details or {})) if hidden else dict(r.details or {})
         judgements = details.pop("_judgements", None) or [
             {"judge_spec": j.judge_spec, "prompt_hash": j.prompt_hash, "raw": j.raw, "verdict": j.verdict}
             for j in stored.get((r.sample_id, r.epoch), [])]
         media = sample_media(r.input or {}, r.details or {}, r.prediction, media_roots)
         input_media = {m.path: m for m in media if m.label == "input"}
-        samples.append({"row": r, "details": details, "judgements": judgements, "input_media": input_media,
+        if hidden:
+            judgements = [{**j, "raw": "[hidden]"} for j in judgements]
+        samples.append({"row": r, "hidden": hidden, "details": details, "judgements": judgements,
+                        "input_media": input_media,
                         "media": [m for m in media if m.label != "input"],
                         "messages": (r.input or {}).get("messages", []),
                         "metadata": (r.input or {}).get("metadata", {})})
@@ -317,7 +348,9 @@ def sample_dicts(sessions: sessionmaker[Session], run_id: int, *, page: int, per
         if s.get(RunRow, run_id) is None:
             raise NotFound(f"no run with id {run_id}")
         total, rows = queries.sample_page(s, run_id, q=q, status=status, page=page, per_page=per_page)
-    return total, [{c: _jsonable(getattr(r, c)) for c in COLUMNS} for r in rows]
+    from harness.tasks.alignment.redact import redact_row
+
+    return total, [redact_row({c: _jsonable(getattr(r, c)) for c in COLUMNS}) for r in rows]
 
 
 def _jsonable(v: Any) -> Any:
@@ -333,6 +366,7 @@ def iter_sample_jsonl(sessions: sessionmaker[Session], run_id: int, chunk: int =
     import json
 
     from harness.export import COLUMNS
+    from harness.tasks.alignment.redact import redact_row
 
     cols = [getattr(SampleResultRow, c) for c in COLUMNS]
     last_id = 0
@@ -344,7 +378,7 @@ def iter_sample_jsonl(sessions: sessionmaker[Session], run_id: int, chunk: int =
         if not rows:
             return
         last_id = rows[-1][0]
-        yield "".join(json.dumps({c: _jsonable(v) for c, v in zip(COLUMNS, r[1:], strict=True)},
+        yield "".join(json.dumps(redact_row({c: _jsonable(v) for c, v in zip(COLUMNS, r[1:], strict=True)}),
                                  ensure_ascii=False, default=str) + "\n" for r in rows)
 
 

@@ -361,8 +361,6 @@ def check_public_views(client, run_id: int) -> None:  # type: ignore[no-untyped-
     assert "Hidden" in page
 
 
-@pytest.mark.xfail(strict=True, reason="the leaderboard does not apply tasks/alignment/redact.py yet "
-                                       "(proposed diff in the issue 10 report); remove this mark when it does")
 def test_hidden_completions_on_the_public_leaderboard(server, sqlite_url):
     from fastapi.testclient import TestClient
 
