@@ -130,3 +130,13 @@ def test_digits_task_through_runner_with_seed_metrics_and_cached_refit(sqlite_ur
     model = build_model("htaf:mlp", settings)
     record = model.fit(list(make_task("digits", test_limit=120).train()))
     assert record["cached"] is True and record["epochs"] == 4
+
+
+def test_deep_heaviside_stack_trains_with_batchnorm_and_thresholds_every_layer():
+    task = make_task("digits", test_limit=150)
+    model = build_model("htaf:heaviside", {**FAST, "depth": 4, "hidden": 64, "norm": True, "seeds": 1})
+    record, outs, soft, hard = _accuracy(model, task)
+    assert hard > 0.7 and record["nonfinite_steps"] == 0
+    units = [m for m in model.state["weights"][0] if m.endswith("running_mean")]
+    assert len(units) == 4  # one BatchNorm per binary layer
+    assert all(set(o.prediction["concepts"]) <= set(range(64)) for o in outs)
