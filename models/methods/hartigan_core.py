@@ -138,15 +138,57 @@ def _drift_bound(X: np.ndarray, C: np.ndarray, src: np.ndarray, dst: np.ndarray,
     return np.sqrt(np.einsum("ij,ij->i", np.maximum(pos, neg), np.maximum(pos, neg)))
 
 
+def ratio_of(counts: np.ndarray) -> np.ndarray:
+    """n/(n-1) per cluster (the remove weight); -inf for singletons, which may not be emptied."""
+    return np.where(counts > 1, counts / np.maximum(counts - 1.0, 1.0), -np.inf)
+
+
+def _update_bounds(X: np.ndarray, labels: np.ndarray, old_labels: np.ndarray, C_old: np.ndarray,
+                   sums: np.ndarray, counts: np.ndarray, counts_old: np.ndarray, changed: np.ndarray, d_own: np.ndarray,
+                   best_add: np.ndarray, best_tgt: np.ndarray, second: np.ndarray, slack: np.ndarray) -> np.ndarray:
+    """Hamerly-style bounds after an iteration (the Hartigan weights folded in); returns the points
+    that need a full re-score.
+
+    Changed clusters moved by delta_c and their add weight went from r_c to r'_c. Every cluster j other
+    than a point's own and best target had add_j >= second, so |x - c_j| >= sqrt(second / r_j) and now
+    add'_j >= r'_j (sqrt(second / r_j) - delta_j)_+^2; with the worst r, r' and delta over the changed
+    clusters that is one O(n) update. The own distance and the best target's add value are recomputed
+    exactly where their cluster changed. A point is re-scored against all clusters only when its
+    remove value could beat the lowered bound (or it moved), so late iterations cost O(n)."""
+    k = C_old.shape[0]
+    C_new = sums / counts[:, None]
+    r_old = counts_old / (counts_old + 1.0)
+    r_new = counts / (counts + 1.0)
+    delta = np.sqrt(((C_new[changed] - C_old[changed]) ** 2).sum(axis=1))
+    r_old_max, r_new_min, d_max = float(r_old[changed].max()), float(r_new[changed].min()), float(delta.max())
+    bound = np.sqrt(second / r_old_max)
+    bound -= d_max
+    np.maximum(bound, 0.0, out=bound)
+    bound **= 2
+    bound *= r_new_min
+    np.minimum(second, bound, out=second)  # unchanged clusters keep their old bound
+    is_changed = np.zeros(k, dtype=bool)
+    is_changed[changed] = True
+    moved = labels != old_labels
+    own_changed = np.flatnonzero(is_changed[labels] & ~moved)
+    diff = X[own_changed] - C_new[labels[own_changed]]
+    d_own[own_changed] = np.einsum("ij,ij->i", diff, diff)
+    tgt_changed = np.flatnonzero(is_changed[best_tgt] & ~moved)
+    diff = X[tgt_changed] - C_new[best_tgt[tgt_changed]]
+    best_add[tgt_changed] = r_new[best_tgt[tgt_changed]] * np.einsum("ij,ij->i", diff, diff)
+    remove = ratio_of(counts)[labels] * d_own
+    return np.flatnonzero(moved | (remove - second > -slack))
+
+
 def batched_hartigan(X: np.ndarray, init: np.ndarray, *, max_iter: int = 1000, seq_cap: int = 4096,
                      on_iteration: Callable[[int, float, int, int], None] | None = None,
                      track_objective: bool = True) -> HartiganResult:
     """Batched Hartigan from initial centres ``init`` (e.g. k-means++ seeds); see the module doc.
 
-    Scoring is incremental (the Hartigan-Wong "live set" idea): every point is re-scored against the
-    clusters the last iteration changed only; a full re-score is needed just for points whose stored
-    best target changed (it may have become worse than an unchanged cluster), and points whose own
-    cluster changed get their own distance recomputed. Late iterations touching few clusters cost little."""
+    Scoring is incremental: each point keeps its exact own distance, its best target's add value and a
+    lower bound on every other cluster's (Hamerly-style, see ``_update_bounds``); only points whose
+    bounds admit an improving move, and points that moved, are re-scored against every cluster, so
+    late iterations that touch a few clusters cost O(n)."""
     t0 = time.perf_counter()
     X = np.ascontiguousarray(X, dtype=np.float64)
     n, k = X.shape[0], init.shape[0]
@@ -161,34 +203,19 @@ def batched_hartigan(X: np.ndarray, init: np.ndarray, *, max_iter: int = 1000, s
     d_own = np.empty(n)
     best_add = np.empty(n)
     best_tgt = np.empty(n, dtype=np.int64)
-    changed: np.ndarray | None = None  # clusters changed by the last iteration; None: score everything
+    second = np.empty(n)  # lower bound on the add value of every cluster other than own and best_tgt
+    rescore = np.arange(n)  # points whose bounds cannot be trusted: score against every cluster
     par_total = seq_total = 0
     it = 0
     converged = False
+    slack = 1e-9 * (x_sq + 1.0)  # rounding of the |x|^2 - 2x.c + |c|^2 expansion
     while it < max_iter:
         C = sums / counts[:, None]
+        C_start, counts_start = C, counts.copy()  # the sequential phase works on a fresh C array
         add_ratio = counts / (counts + 1.0)
-        if changed is None or changed.size * 2 > k:
-            full = np.arange(n)
-        else:
-            # every point against the changed clusters only (own cluster masked)
-            is_changed = np.zeros(k, dtype=bool)
-            is_changed[changed] = True
-            Dc = _sq_dists(X, x_sq, C[changed]) * add_ratio[changed][None, :]
-            Dc[labels[:, None] == changed[None, :]] = np.inf
-            jj = np.argmin(Dc, axis=1)
-            v = Dc[np.arange(n), jj]
-            del Dc
-            # a point whose stored best target changed may now prefer an unchanged cluster: re-score fully
-            full = np.flatnonzero(is_changed[best_tgt])
-            better = v < best_add
-            better[full] = False
-            best_add[better] = v[better]
-            best_tgt[better] = changed[jj[better]]
-            moved_own = np.flatnonzero(is_changed[labels])
-            diff = X[moved_own] - C[labels[moved_own]]
-            d_own[moved_own] = np.einsum("ij,ij->i", diff, diff)
-        if full.size:
+        ratio_out = ratio_of(counts)
+        if rescore.size:
+            full = rescore
             D = _sq_dists(X[full], x_sq[full], C)
             r = np.arange(full.size)
             own = labels[full]
@@ -198,11 +225,12 @@ def batched_hartigan(X: np.ndarray, init: np.ndarray, *, max_iter: int = 1000, s
             tg = np.argmin(D, axis=1)
             best_tgt[full] = tg
             best_add[full] = D[r, tg]
+            D[r, tg] = np.inf
+            second[full] = D.min(axis=1) if k > 2 else np.inf
             del D
-        ratio_out = np.where(counts > 1, counts / np.maximum(counts - 1.0, 1.0), -np.inf)
-        approx_gain = ratio_out[labels] * d_own - best_add
+        remove = ratio_out[labels] * d_own
         # prefilter by the expanded-distance gain with slack for rounding, then score candidates exactly
-        cand = np.flatnonzero(approx_gain > -1e-9 * (x_sq + 1.0))
+        cand = np.flatnonzero(remove - best_add > -slack)
         if cand.size:
             xc = X[cand]
             src, dst = labels[cand], best_tgt[cand]
@@ -215,6 +243,7 @@ def batched_hartigan(X: np.ndarray, init: np.ndarray, *, max_iter: int = 1000, s
             converged = True
             break
         it += 1
+        old_labels = labels.copy()
         out_c = np.bincount(src, minlength=k).astype(np.float64)
         in_c = np.bincount(dst, minlength=k).astype(np.float64)
         lo = counts - out_c
@@ -250,6 +279,8 @@ def batched_hartigan(X: np.ndarray, init: np.ndarray, *, max_iter: int = 1000, s
             it -= 1
             break  # nothing applicable (only possible with seq_cap=0): stop rather than spin
         changed = np.unique(np.concatenate(moved_from))
+        rescore = _update_bounds(X, labels, old_labels, C_start, sums, counts, counts_start, changed, d_own,
+                                 best_add, best_tgt, second, slack)
         par_total += int(s_idx.size)
         seq_total += n_seq
         if track_objective:
