@@ -100,8 +100,10 @@ def test_icbm_exposes_concepts_per_sample():
 
 def test_icbm_needs_images_and_bad_requests_are_per_sample_errors():
     wine = make_task("wine")
-    with pytest.raises(ValueError, match="image"):
-        build_model("htaf:icbm", FAST).fit(list(wine.train()))
+    icbm = build_model("htaf:icbm", FAST)
+    assert "image" in icbm.fit(list(wine.train()))["error"]
+    outs = asyncio.run(icbm.generate([wine.prompt(s) for s in list(wine.load())[:3]]))
+    assert all(o.error and "fit failed" in o.error and "image" in o.error for o in outs)
     model = build_model("ste:heaviside", {**FAST, "depth": 3, "epochs": 2})
     model.fit(list(wine.train()))
     good = wine.prompt(list(wine.load())[0])

@@ -93,9 +93,18 @@ class ClusteringModel:
     cacheable: bool = False  # predictions are instant; the fit has its own cache
     modalities: frozenset[str] = frozenset({"text"})
     state: dict[str, Any] | None = None
+    fit_error: str | None = None
     by_id: dict[str, tuple[int, Any]] = field(default_factory=dict)
 
     def fit(self, train: Sequence[Sample]) -> dict[str, Any]:
+        """Fit (or load the cached fit); bad data or settings become a per-sample error, not a crash."""
+        try:
+            return self._fit(train)
+        except (FeatureError, ValueError) as exc:
+            self.state, self.fit_error = None, f"fit failed: {exc}"
+            return {"error": self.fit_error}
+
+    def _fit(self, train: Sequence[Sample]) -> dict[str, Any]:
         X, _ = train_arrays(train, labelled=False)
         k = self.settings.get("k") or next((s.metadata.get("n_clusters") for s in train
                                              if s.metadata.get("n_clusters")), None)
@@ -124,7 +133,7 @@ class ClusteringModel:
         import numpy as np
 
         if self.state is None:
-            return [Output(error=f"{self.spec} has not been fitted (the task needs a train split)")
+            return [Output(error=self.fit_error or f"{self.spec} has not been fitted (the task needs a train split)")
                     for _ in requests]
         t0 = time.perf_counter()
         centers = self.state["centers"]

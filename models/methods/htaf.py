@@ -61,6 +61,7 @@ class BinaryNetModel:
     cacheable: bool = False  # the weights have their own cache; predictions are instant
     modalities: frozenset[str] = frozenset({"text", "image"})
     state: dict[str, Any] | None = None
+    fit_error: str | None = None
 
     def config(self) -> Any:
         from harness.models.methods.htaf_core import TrainConfig
@@ -81,6 +82,14 @@ class BinaryNetModel:
         return TrainConfig(**kw)
 
     def fit(self, train: Sequence[Sample]) -> dict[str, Any]:
+        """Fit (or load the cached fit); bad data or settings become a per-sample error, not a crash."""
+        try:
+            return self._fit(train)
+        except (FeatureError, ValueError) as exc:
+            self.state, self.fit_error = None, f"fit failed: {exc}"
+            return {"error": self.fit_error}
+
+    def _fit(self, train: Sequence[Sample]) -> dict[str, Any]:
         from dataclasses import asdict
 
         import numpy as np
@@ -118,7 +127,8 @@ class BinaryNetModel:
         from harness.models.methods.htaf_core import predict
 
         if self.state is None:
-            return [Output(error=f"{self.spec} has not been fitted (the task needs a train split)") for _ in requests]
+            reason = self.fit_error or f"{self.spec} has not been fitted (the task needs a train split)"
+            return [Output(error=reason) for _ in requests]
         t0 = time.perf_counter()
         st = self.state
         dim = st["mean"].shape[0]
