@@ -22,7 +22,7 @@ from harness.types import Output, Request, Sample, Usage
 class Spa3dModel:
     path: str
     spec: str = ""
-    steps: int = 400
+    steps: int = 1500
     seed: int = 0
     draws: int = 1
     checkpoint: str | None = None

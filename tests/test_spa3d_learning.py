@@ -18,14 +18,18 @@ from harness.tasks.spa3d import synth
 from harness.tasks.spa3d.scorer import RealismScorer
 from harness.tasks.spa3d.train import TrainConfig, load_model, train
 
-# violations with a large geometric footprint, which the small model learns in a couple of minutes;
-# vanish and pass_through are reported by the task and the bench but not asserted (see README: a
-# CPU-sized model reconstructs collisions worst, so removing them can look *more* regular, and a
-# vanished object's support tracks tell the decoder it is gone)
-ASSERTED = ("teleport", "gravity_flip")
-# 30 held-out pairs; trained as below the model measured 0.9 (20 pairs) while a constant or
-# untrained scorer sits at 0.5; 0.7 is ~2.2 binomial standard deviations above chance at n=30
+# Asserted violations: those the small model learns in under a minute of CPU training. pass_through is
+# reported by the task and bench but not asserted: a CPU-sized model reconstructs collisions worst,
+# so a collision-free twin looks *more* regular (measured accuracy 0.2; see README).
+ASSERTED = ("teleport", "gravity_flip", "vanish")
+# Measured on these 45 held-out pairs (bench/spa3d_train.py, 1000 steps): trained 0.78 (teleport 0.93,
+# gravity_flip 0.80, vanish 0.60); the same network untrained 0.60. The untrained baseline is not 0.5
+# because the decoder is anchored at the query point, so "little motion" already looks realistic and
+# teleports / upward flights move more. The suggested 90% needs far more training than a test
+# allows; we require 0.7 overall (~2.7 binomial s.d. above chance at n=45) AND a >= 0.1 gain over
+# the untrained network on the same pairs, which is what training must buy.
 MIN_ACCURACY = 0.7
+MIN_GAIN_OVER_UNTRAINED = 0.1
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +39,7 @@ def trained(tmp_path_factory):
     torch.set_num_threads(1)
     ckpt = tmp_path_factory.mktemp("spa3d") / "model.pt"
     videos = synth.realistic_set(150, seed=1)
-    model, history = train(videos, TrainConfig(steps=600, checkpoint_every=300), checkpoint=ckpt)
+    model, history = train(videos, TrainConfig(steps=1000, checkpoint_every=500), checkpoint=ckpt)
     return model, history, ckpt
 
 
@@ -48,24 +52,23 @@ def test_training_reduces_the_loss_and_writes_a_checkpoint(trained):
     assert ckpt.exists() and load_model(ckpt).cfg.num_frames == 32
 
 
-def test_realistic_tracks_score_above_violating_twins(trained):
-    model, _, _ = trained
-    scorer = RealismScorer(model)
-    pairs = synth.pair_set(15, seed=2000, violations=ASSERTED)
+def _pair_accuracy(scorer: RealismScorer, pairs: list[synth.Pair]) -> float:
     wins = [scorer.score_tracks(p.realistic)["realism"] > scorer.score_tracks(p.violated)["realism"] for p in pairs]
-    assert np.mean(wins) >= MIN_ACCURACY, np.mean(wins)
+    return float(np.mean(wins))
 
 
-def test_untrained_model_is_near_chance():
+def test_realistic_tracks_score_above_violating_twins(trained):
     import torch
 
     from harness.tasks.spa3d.autoencoder import AutoencoderConfig, TrackAutoencoder
 
+    model, _, _ = trained
+    pairs = synth.pair_set(15, seed=2000, violations=ASSERTED)
+    accuracy = _pair_accuracy(RealismScorer(model), pairs)
     torch.manual_seed(0)
-    scorer = RealismScorer(TrackAutoencoder(AutoencoderConfig()).eval())
-    pairs = synth.pair_set(6, seed=2000, violations=ASSERTED)
-    wins = [scorer.score_tracks(p.realistic)["realism"] > scorer.score_tracks(p.violated)["realism"] for p in pairs]
-    assert np.mean(wins) < MIN_ACCURACY
+    untrained = _pair_accuracy(RealismScorer(TrackAutoencoder(AutoencoderConfig()).eval()), pairs)
+    assert accuracy >= MIN_ACCURACY, (accuracy, untrained)
+    assert accuracy >= untrained + MIN_GAIN_OVER_UNTRAINED, (accuracy, untrained)
 
 
 def test_training_resumes_from_a_checkpoint(tmp_path):
@@ -115,3 +118,10 @@ def test_tasks_through_the_cli_with_a_checkpoint(trained, tmp_path):
                   "--model", f"spa3d:{ckpt}", "--db", db], str(tmp_path / "cache"))
     assert r.returncode == 0, r.stderr
     assert "spearman" in r.stdout and "pearson" in r.stdout
+
+    # the standalone scorer command: one line per file, a bad file reported on its own line
+    first = manifest.parent / json.loads(manifest.read_text().splitlines()[0])["realistic"]
+    r = _harness(["spa3d", "score", str(first), str(tmp_path / "nope.npz"), "--checkpoint", str(ckpt)],
+                 str(tmp_path / "cache"))
+    assert r.returncode == 0, r.stderr
+    assert "realism=" in r.stdout and "nope.npz\terror: TrackFileError" in r.stdout

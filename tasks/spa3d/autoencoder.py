@@ -30,8 +30,8 @@ class AutoencoderConfig:
     num_frames: int = 32
     feature_dim: int = 0  # per-point feature channels (DINO + depth features); 0 = geometry only
     feature_proj: int = 8  # features are projected to this many channels per frame first
-    width: int = 64
-    num_latents: int = 8
+    width: int = 128
+    num_latents: int = 16
     heads: int = 4
     latent_layers: int = 1
 

@@ -18,7 +18,7 @@ ADAM_EPS = 1e-16
 
 @dataclass
 class TrainConfig:
-    steps: int = 400
+    steps: int = 1500
     batch_size: int = 8
     support: int = 96  # tracks per training video (the paper: 2048 support / 512 query)
     query: int = 32
@@ -29,6 +29,11 @@ class TrainConfig:
     position_weight: float = POSITION_WEIGHT
     visibility_weight: float = VISIBILITY_WEIGHT
     model: AutoencoderConfig = field(default_factory=AutoencoderConfig)
+
+
+def learning_rate(cfg: TrainConfig, step: int) -> float:
+    """Cosine decay from cfg.lr to 10% of it over cfg.steps (our choice; resumed runs continue it)."""
+    return cfg.lr * (0.1 + 0.45 * (1 + np.cos(np.pi * min(step, cfg.steps) / max(cfg.steps, 1))))
 
 
 def _video_batch(videos: Sequence[Tracks], cfg: TrainConfig, rng: np.random.Generator) -> list[dict[str, np.ndarray]]:
@@ -101,6 +106,8 @@ def train(videos: Sequence[Tracks], cfg: TrainConfig, checkpoint: str | Path | N
     model.train()
     started = time.perf_counter()
     while step < cfg.steps:
+        for group in optimiser.param_groups:
+            group["lr"] = learning_rate(cfg, step)
         support, query, target = to_batch(_video_batch(videos, cfg, rng))
         pred_pos, vis_logits = model(support, query)
         loss, parts = paper_loss(pred_pos, vis_logits, target["pos"], target["vis"], cfg.position_weight,
