@@ -157,3 +157,34 @@ def test_missing_extractor_error_names_what_is_missing(tmp_path, monkeypatch):
     msg = str(info.value)
     assert "CoTracker3" in msg and "'no-such/depth-model'" in msg and "'no-such/dino-model'" in msg
     assert "\n" not in msg
+
+
+def test_training_and_scoring_with_semantic_features(tmp_path):
+    from harness.tasks.spa3d.scorer import RealismScorer
+    from harness.tasks.spa3d.train import TrainConfig, load_model, train
+
+    cfg = synth.SceneConfig(feature_dim=5)
+    videos = synth.realistic_set(4, seed=7, cfg=cfg)
+    assert videos[0].feature_dim == 5
+    tc = TrainConfig(steps=3, batch_size=2)
+    tc.model.feature_dim = 5
+    _, history = train(videos, tc, checkpoint=tmp_path / "f.pt")
+    assert len(history) == 3 and all(np.isfinite(h["loss"]) for h in history)
+    scorer = RealismScorer(load_model(tmp_path / "f.pt"))
+    path = save_tracks(tmp_path / "v.npz", videos[0])
+    result = scorer.score_path(path)
+    assert 0.0 <= result["realism"] <= 1.0 and np.isfinite(result["error"])
+    with pytest.raises(ValueError, match="feature channels"):
+        scorer.score_tracks(synth.realistic_set(1, seed=8)[0])  # geometry-only tracks, feature model
+    with pytest.raises(FileNotFoundError, match=r"clip\.mp4: not found"):
+        scorer.score_path(tmp_path / "clip.mp4")
+
+
+def test_correlations_and_auroc():
+    from harness.tasks.spa3d.task import auroc, correlation_metrics
+
+    rows = {m.name: m for m in correlation_metrics([1, 2, 3, 4, 5], [2, 4, 6, 8, 11])}
+    assert rows["spearman"].value == pytest.approx(1.0) and rows["pearson"].value > 0.99
+    assert rows["spearman"].n == 5
+    assert correlation_metrics([1, 1, 1], [1, 2, 3]) == []  # undefined: no row, never a NaN
+    assert auroc([3, 2], [1, 2]) == pytest.approx((1 + 1 + 1 + 0.5) / 4)

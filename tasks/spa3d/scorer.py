@@ -72,6 +72,8 @@ class RealismScorer:
         for candidate in (path.with_name(path.name + ".npz"), path.with_suffix(".npz")):
             if candidate.exists():
                 return self.score_tracks(load_tracks(candidate))
+        if not path.exists():
+            raise FileNotFoundError(f"{path}: not found (nor precomputed tracks {path.name}.npz / {path.stem}.npz)")
         if path.suffix.lower() not in VIDEO_SUFFIXES:
             raise ValueError(f"{path}: expected a .npz track file or a video ({', '.join(VIDEO_SUFFIXES)})")
         from harness.tasks.spa3d.extract import extract_tracks

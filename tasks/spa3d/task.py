@@ -223,7 +223,7 @@ def score_single(sample: Sample, output: Output, ctx: ScoreContext) -> Score:
 
 
 def correlation_metrics(x: list[float], y: list[float], seed: int = 0, rounds: int = 1000) -> list[Metric]:
-    """Spearman and Pearson with percentile-bootstrap 95% CIs over videos."""
+    """Spearman and Pearson with percentile-bootstrap 95% CIs over videos (none when undefined)."""
     import numpy as np
     from scipy import stats
 
@@ -231,8 +231,7 @@ def correlation_metrics(x: list[float], y: list[float], seed: int = 0, rounds: i
     out = []
     for name, fn in (("spearman", stats.spearmanr), ("pearson", stats.pearsonr)):
         if len(xa) < 3 or np.all(xa == xa[0]) or np.all(ya == ya[0]):
-            out.append(Metric(name, float("nan"), n=len(xa)))
-            continue
+            continue  # undefined (too few videos or a constant side): no row rather than a NaN
         value = float(fn(xa, ya)[0])
         rng = np.random.default_rng(seed)
         boots = []
@@ -240,8 +239,8 @@ def correlation_metrics(x: list[float], y: list[float], seed: int = 0, rounds: i
             if np.all(xa[idx] == xa[idx][0]) or np.all(ya[idx] == ya[idx][0]):
                 continue  # a constant resample has no correlation
             boots.append(float(fn(xa[idx], ya[idx])[0]))
-        lo, hi = np.quantile(boots, [0.025, 0.975]) if boots else (float("nan"), float("nan"))
-        out.append(Metric(name, value, float(lo), float(hi), len(xa)))
+        lo, hi = np.quantile(boots, [0.025, 0.975]) if boots else (None, None)
+        out.append(Metric(name, value, None if lo is None else float(lo), None if hi is None else float(hi), len(xa)))
     return out
 
 
