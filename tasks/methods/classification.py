@@ -103,7 +103,9 @@ def seed_metrics(records: list[SampleRecord]) -> list[Metric]:
     for name, means in seed_means.items():
         if means:
             m, lo, hi = t_interval(means)
-            out.append(Metric(f"{name}_over_seeds", m, lo, hi, n=len(means)))
+            # few seeds give wide t intervals; clip them to the metric's range (a choice, not a formula)
+            floor = -1.0 if name == "gap" else 0.0
+            out.append(Metric(f"{name}_over_seeds", m, max(lo, floor), min(hi, 1.0), n=len(means)))
     return out
 
 
