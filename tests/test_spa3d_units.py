@@ -188,3 +188,22 @@ def test_correlations_and_auroc():
     assert rows["spearman"].n == 5
     assert correlation_metrics([1, 1, 1], [1, 2, 3]) == []  # undefined: no row, never a NaN
     assert auroc([3, 2], [1, 2]) == pytest.approx((1 + 1 + 1 + 0.5) / 4)
+
+
+def test_scorer_callable_from_other_tasks_on_video_outputs(tmp_path):
+    import torch
+
+    from harness.tasks.spa3d.autoencoder import AutoencoderConfig, TrackAutoencoder
+    from harness.tasks.spa3d.scorer import RealismScorer, score_video_output
+    from harness.types import Output
+
+    torch.manual_seed(0)
+    scorer = RealismScorer(TrackAutoencoder(AutoencoderConfig()).eval())
+    video = tmp_path / "gen.mp4"
+    video.write_bytes(b"")  # stands in for a generated video whose tracks were precomputed
+    save_tracks(tmp_path / "gen.mp4.npz", synth.realistic_set(1, seed=9)[0])
+    score = score_video_output(Output(prediction={"path": str(video)}), scorer)
+    assert score.unscored is None and 0 <= score.values["spa3d_realism"] <= 1
+    assert score_video_output(Output(text="no video"), scorer).unscored.startswith("no generated video")
+    bad = score_video_output(Output(prediction=str(tmp_path / "missing.mp4")), scorer)
+    assert "FileNotFoundError" in bad.unscored

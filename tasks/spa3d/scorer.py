@@ -79,3 +79,37 @@ class RealismScorer:
         from harness.tasks.spa3d.extract import extract_tracks
 
         return self.score_tracks(extract_tracks(path, **extract_options))
+
+
+def output_media_paths(output) -> list[str]:
+    """Video / track file paths in a model Output: ``prediction`` as a path, a list of paths, a
+    ``{"path": ...}`` / ``{"video": ...}`` dict, or a Part-like dict with ``type`` video/points."""
+    pred = output.prediction
+    items = pred if isinstance(pred, list) else [pred]
+    paths = []
+    for item in items:
+        if isinstance(item, str):
+            paths.append(item)
+        elif isinstance(item, dict):
+            value = item.get("path") or item.get("video")
+            if isinstance(value, str):
+                paths.append(value)
+    return paths
+
+
+def score_video_output(output, scorer: RealismScorer):
+    """A ``Score`` with 3DSPA realism for the video(s) another task's model generated (mean over
+    videos); unscored, with the reason, when there is no video or it cannot be tracked."""
+    from harness.types import Score
+
+    paths = output_media_paths(output)
+    if not paths:
+        return Score.not_scored("no generated video in the output's prediction")
+    try:
+        results = [scorer.score_path(p) for p in paths]
+    except Exception as exc:  # the reason is recorded per sample, never fatal
+        return Score.not_scored(f"3DSPA: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+    keys = ("realism", "error", "occlusion_accuracy")
+    values = {f"spa3d_{k}": float(np.mean([r[k] for r in results])) for k in keys}
+    explanation = f"3DSPA realism (AJ) {values['spa3d_realism']:.4f} over {len(paths)} video(s)"
+    return Score(values=values, explanation=explanation)
