@@ -18,7 +18,6 @@ import math
 import re
 from collections import defaultdict
 
-from harness.aggregate import default_aggregate
 from harness.registry import task
 from harness.task import SampleRecord, ScoreContext, Task
 from harness.tasks.methods.data import load_table, to_sample
@@ -121,6 +120,8 @@ def make_task(name: str, split_seed: int = 0, train_limit: int | None = None, te
         return Request(sample.messages, GenerationConfig(temperature=0.0, max_tokens=8))
 
     def aggregate(records: list[SampleRecord]) -> list[Metric]:
+        from harness.aggregate import default_aggregate  # numpy: only when aggregating
+
         return default_aggregate(t, records) + seed_metrics(records)
 
     import sklearn
