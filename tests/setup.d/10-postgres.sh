@@ -4,7 +4,8 @@ if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null) || true
 fi
 PG_BIN="$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)"
-PG_PORT="${HARNESS_TEST_PG_PORT:-55432}"
+# a free port unless one is given: a leftover server from an interrupted run must not block this one
+PG_PORT="${HARNESS_TEST_PG_PORT:-$(python -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')}"
 PG_DIR="$(mktemp -d /tmp/harness-pg.XXXXXX)"
 chown postgres "$PG_DIR"
 runuser -u postgres -- "$PG_BIN/initdb" -D "$PG_DIR/data" -U harness --auth=trust --no-sync >/dev/null
