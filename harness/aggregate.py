@@ -7,6 +7,7 @@ are left out of the means and counted in their own rows (``unscored``, ``errors`
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Iterable
 
@@ -60,6 +61,7 @@ def default_aggregate(task: Task, records: list[SampleRecord], seed: int = 0) ->
 
 
 def aggregate(task: Task, records: list[SampleRecord], seed: int = 0) -> list[Metric]:
-    if task.aggregate is not None:
-        return task.aggregate(records)
-    return default_aggregate(task, records, seed)
+    metrics = task.aggregate(records) if task.aggregate is not None else default_aggregate(task, records, seed)
+    # an undefined metric (a correlation over constant values, an empty breakdown) is no row,
+    # never a failed run
+    return [m for m in metrics if m.value is not None and math.isfinite(m.value)]
