@@ -258,7 +258,9 @@ def _store(
     session: Session, cfg: ArenaConfig, secret: bytes, voter_hash: str, ip_hash: str, task: str,
     left: str, right: str, sl: Side, sr: Side, roots: list[Path],
 ) -> dict[str, Any]:
-    public_id = secrets.token_urlsafe(18)
+    # hex, not urlsafe base64: a random id must never spell a model's name ("qwen", "bravo", ...) in
+    # the page, the API or a media URL before the vote
+    public_id = secrets.token_hex(12)
     now = cfg.clock()
     expires = int(now + cfg.token_ttl_s)
     slots: dict[str, str] = {}
