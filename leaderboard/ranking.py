@@ -86,7 +86,11 @@ def mean_of_estimates(items: Sequence[Scored]) -> Scored:
         lo, hi = _interval(s) or (s.value, s.value)
         var += ((hi - lo) / (2 * Z95)) ** 2  # type: ignore[operator]
     half = Z95 * math.sqrt(var) / k
-    return Scored(mean, mean - half, mean + half)
+    # the mean of bounded metrics stays within the range their own intervals span (a normal
+    # interval for a mean near 0 would otherwise dip below 0, e.g. an accuracy of -0.01)
+    floor = min(_interval(s)[0] if _interval(s) else s.value for s in vals)  # type: ignore[index]
+    ceil = max(_interval(s)[1] if _interval(s) else s.value for s in vals)  # type: ignore[index]
+    return Scored(mean, max(mean - half, floor), min(mean + half, ceil))
 
 
 def pareto_front(points: Sequence[tuple[float, float]]) -> list[int]:

@@ -69,3 +69,11 @@ def test_model_sizes_sort_by_parameter_count():
 
     sizes = ["70B", "", "135M", "7B", "1.5b", "14B"]
     assert sorted(sizes, key=size_value) == ["", "135M", "1.5b", "7B", "14B", "70B"]
+
+
+def test_average_interval_stays_within_the_components_range():
+    from harness.leaderboard.ranking import Scored, mean_of_estimates
+
+    avg = mean_of_estimates([Scored(0.02, 0.0, 0.06), Scored(0.04, 0.0, 0.1)])
+    assert avg.value == pytest.approx(0.03)
+    assert avg.ci_low == 0.0 and 0.03 < avg.ci_high <= 0.1
