@@ -74,6 +74,8 @@ def test_model_sizes_sort_by_parameter_count():
 def test_average_interval_stays_within_the_components_range():
     from harness.leaderboard.ranking import Scored, mean_of_estimates
 
-    avg = mean_of_estimates([Scored(0.02, 0.0, 0.06), Scored(0.04, 0.0, 0.1)])
-    assert avg.value == pytest.approx(0.03)
-    assert avg.ci_low == 0.0 and 0.03 < avg.ci_high <= 0.1
+    avg = mean_of_estimates([Scored(0.01, 0.0, 0.05), Scored(0.01, 0.0, 0.05)])
+    assert avg.value == pytest.approx(0.01)
+    # the normal interval would be 0.01 -/+ 0.0177, i.e. below 0
+    half = 1.959963984540054 * (0.05 / 3.919927969) * 2**0.5 / 2
+    assert avg.ci_low == 0.0 and avg.ci_high == pytest.approx(0.01 + half)
