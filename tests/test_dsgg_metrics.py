@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harness.tasks.dsgg import metrics as M
+from harness.tasks.dsgg import set_metrics as S
 
 P = [0, 0, 9, 9]  # person: 10 x 10 = 100 px with the +1 convention
 C = [20, 20, 29, 29]  # cup
@@ -228,15 +229,15 @@ def test_pvsg_counts_weak_soft_and_mean_recall():
 # ---------------------------------------------------------------------------------------------- set metrics
 
 def rows(*items):
-    return M.Triplets.from_rows(list(items))
+    return S.Triplets.from_rows(list(items))
 
 
 def test_set_metrics_duplicates_precision_redundancy():
     gt = rows((0, PERSON, HOLDING, CUP, P, C), (0, PERSON, LOOKING_AT, CUP, P, C))
-    w = M.informativeness_weights(np.array([90] + [0] * 13 + [10] + [0] * 11))
+    w = S.informativeness_weights(np.array([90] + [0] * 13 + [10] + [0] * 11))
     pred = rows((0, PERSON, HOLDING, CUP, P, C), (0, PERSON, HOLDING, CUP, P, [20, 20, 29, 30]),
                 (0, PERSON, DRINKING_FROM, CUP, P, C))
-    m = M.set_metrics(gt, pred, w)
+    m = S.set_metrics(gt, pred, w)
     assert m["precision"] == pytest.approx(1 / 3)  # the duplicate cannot match the GT a second time
     assert m["recall"] == pytest.approx(1 / 2)
     assert m["f1"] == pytest.approx(2 * (1 / 3) * (1 / 2) / (1 / 3 + 1 / 2))
@@ -249,24 +250,24 @@ def test_set_metrics_duplicates_precision_redundancy():
 def test_duplicate_needs_iou_and_same_frame():
     pred = rows((0, PERSON, HOLDING, CUP, P, C), (0, PERSON, HOLDING, CUP, P, [60, 60, 69, 69]),
                 (1, PERSON, HOLDING, CUP, P, C))
-    assert M.duplicates(pred).tolist() == [False, False, False]
+    assert S.duplicates(pred).tolist() == [False, False, False]
     syn = np.arange(26)
     syn[DRINKING_FROM] = HOLDING  # treat drinking_from as a synonym of holding
     pred2 = rows((0, PERSON, HOLDING, CUP, P, C), (0, PERSON, DRINKING_FROM, CUP, P, C))
-    assert M.duplicates(pred2, canonical=syn).tolist() == [False, True]
+    assert S.duplicates(pred2, canonical=syn).tolist() == [False, True]
 
 
 def test_temporal_redundancy_counts_overlapping_spans():
     gt = rows((0, PERSON, HOLDING, CUP))
     span_rows = rows(*[(f, PERSON, HOLDING, CUP) for f in (0, 1, 2)], *[(f, PERSON, HOLDING, CUP) for f in (2, 3)])
-    counts, _ = M.set_counts(gt, span_rows, np.ones(26), use_boxes=False, span_rows=span_rows)
+    counts, _ = S.set_counts(gt, span_rows, np.ones(26), use_boxes=False, span_rows=span_rows)
     assert counts.metrics()["temporal_redundancy"] == pytest.approx(1 / 5)
 
 
 def test_greedy_one_to_one_prefers_larger_overlap():
     gt = rows((0, PERSON, HOLDING, CUP, P, [20, 20, 29, 29]), (0, PERSON, HOLDING, CUP, P, [20, 20, 29, 31]))
     pred = rows((0, PERSON, HOLDING, CUP, P, [20, 20, 29, 31]))
-    assert M.one_to_one_matches(gt, pred).tolist() == [1]
+    assert S.one_to_one_matches(gt, pred).tolist() == [1]
 
 
 @settings(max_examples=40, deadline=None)
@@ -275,8 +276,8 @@ def test_duplicates_lower_precision(n, dup, seed):
     rng = np.random.default_rng(seed)
     items = [(0, PERSON, int(p), CUP, P, C) for p in rng.choice(26, size=n, replace=False)]
     gt = rows(*items[: max(1, n // 2)])
-    base = M.set_metrics(gt, rows(*items))
-    with_dups = M.set_metrics(gt, rows(*items, *[items[0]] * dup))
+    base = S.set_metrics(gt, rows(*items))
+    with_dups = S.set_metrics(gt, rows(*items, *[items[0]] * dup))
     if dup:
         assert with_dups["precision"] < base["precision"]
         assert with_dups["redundancy"] > base["redundancy"] == 0.0
@@ -286,9 +287,9 @@ def test_duplicates_lower_precision(n, dup, seed):
 def test_precision_at_k():
     gt = rows((0, PERSON, HOLDING, CUP, P, C))
     pred = rows((0, PERSON, LOOKING_AT, CUP, P, C), (0, PERSON, HOLDING, CUP, P, C))
-    assert M.precision_at_k(gt, pred, ks=(1, 2)) == {1: 0.0, 2: 0.5}
+    assert S.precision_at_k(gt, pred, ks=(1, 2)) == {1: 0.0, 2: 0.5}
 
 
 def test_informativeness_weights_order():
-    w = M.informativeness_weights(np.array([1000, 10, 0]))
+    w = S.informativeness_weights(np.array([1000, 10, 0]))
     assert w[0] < w[1] < w[2] and math.isfinite(w[2])

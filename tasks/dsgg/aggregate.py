@@ -17,7 +17,8 @@ import numpy as np
 
 from harness.stats import BOOTSTRAP_ROUNDS, mean_ci
 from harness.task import SampleRecord
-from harness.tasks.dsgg.metrics import K_VALUES, SetCounts
+from harness.tasks.dsgg.metrics import K_VALUES
+from harness.tasks.dsgg.set_metrics import SetCounts
 from harness.types import Metric
 
 SUFFIX = {"with": "", "no": "_no", "semi": "_semi"}

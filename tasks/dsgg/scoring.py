@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from harness.tasks.dsgg import metrics as M
+from harness.tasks.dsgg import set_metrics as S
 from harness.tasks.dsgg.trs import expand, to_trs
 
 KS = M.K_VALUES
@@ -42,8 +43,8 @@ class Vocab:
         return self.cat_id.get(cat, self.unknown)
 
 
-def _triplets(rows: list[tuple], video: dict[str, Any], vocab: Vocab) -> M.Triplets:
-    return M.Triplets.from_rows([(f, vocab.category(video, s), vocab.pred_id[p], vocab.category(video, o), sb, ob)
+def _triplets(rows: list[tuple], video: dict[str, Any], vocab: Vocab) -> S.Triplets:
+    return S.Triplets.from_rows([(f, vocab.category(video, s), vocab.pred_id[p], vocab.category(video, o), sb, ob)
                                  for f, s, p, o, sb, ob in rows])
 
 
@@ -65,7 +66,7 @@ def _with_constraint(rows: list[tuple], vocab: Vocab) -> list[tuple]:
     return out
 
 
-def _candidates(t: M.Triplets) -> M.Candidates:
+def _candidates(t: S.Triplets) -> M.Candidates:
     order = np.argsort(t.frame, kind="stable")  # rank = listing order within the frame
     frame = t.frame[order]
     rank = M._ranks(frame)
@@ -77,7 +78,7 @@ def _sparse(x: np.ndarray) -> dict[str, float]:
     return {str(i): float(v) for i, v in enumerate(x) if v}
 
 
-def recall_details(gt: M.Triplets, rows: list[tuple], video: dict[str, Any], vocab: Vocab,
+def recall_details(gt: S.Triplets, rows: list[tuple], video: dict[str, Any], vocab: Vocab,
                    use_boxes: bool) -> dict[str, Any]:
     """Frame-recall sums and per-predicate hits for R@K / mR@K (AG protocol on a ranked list)."""
     out: dict[str, Any] = {}
@@ -87,7 +88,7 @@ def recall_details(gt: M.Triplets, rows: list[tuple], video: dict[str, Any], voc
             pred.sub_box[:] = 0.0
             pred.obj_box[:] = 0.0
         cand = _candidates(pred)
-        gtb = gt if use_boxes else M.Triplets(gt.frame, gt.sub_cls, gt.pred, gt.obj_cls, np.zeros_like(gt.sub_box),
+        gtb = gt if use_boxes else S.Triplets(gt.frame, gt.sub_cls, gt.pred, gt.obj_cls, np.zeros_like(gt.sub_box),
                                               np.zeros_like(gt.obj_box))
         best = M.first_hit_rank(gtb, cand)
         res = M.recall_from_ranks(gt.frame, gt.pred, best, video["n_frames"], KS, len(vocab.predicates))
@@ -170,12 +171,12 @@ def score_video(video: dict[str, Any], trs: list[dict[str, Any]], vocab: Vocab, 
     pred = _triplets(rows, video, vocab)
     details: dict[str, Any] = {"recall": recall_details(gt, rows, video, vocab, use_boxes),
                                "n_predicates": len(vocab.predicates)}
-    labels_only = M.Triplets.from_rows([(f, vocab.category(video, s), vocab.pred_id[p], vocab.category(video, o))
+    labels_only = S.Triplets.from_rows([(f, vocab.category(video, s), vocab.pred_id[p], vocab.category(video, o))
                                         for f, s, p, o, _, _ in rows], with_boxes=False)
-    gt_labels = M.Triplets.from_rows([(f, vocab.category(video, s), vocab.pred_id[p], vocab.category(video, o))
+    gt_labels = S.Triplets.from_rows([(f, vocab.category(video, s), vocab.pred_id[p], vocab.category(video, o))
                                       for f, s, p, o, _, _ in gt_r], with_boxes=False)
-    counts, _ = M.set_counts(gt, pred, weights, use_boxes=use_boxes, trivial=vocab.trivial, span_rows=labels_only)
-    label_counts, _ = M.set_counts(gt_labels, labels_only, weights, use_boxes=False, trivial=vocab.trivial)
+    counts, _ = S.set_counts(gt, pred, weights, use_boxes=use_boxes, trivial=vocab.trivial, span_rows=labels_only)
+    label_counts, _ = S.set_counts(gt_labels, labels_only, weights, use_boxes=False, trivial=vocab.trivial)
     details["set"] = counts.to_dict()
     details["set_labels"] = label_counts.to_dict()
     values: dict[str, float] = {}

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from harness.tasks.dsgg import metrics as M
+from harness.tasks.dsgg import set_metrics as S
 from harness.tasks.dsgg.scoring import KS, Vocab, _sparse, gt_rows
 
 
@@ -32,7 +33,7 @@ def score_sttran(video: dict[str, Any], pred: dict[str, Any], vocab: Vocab, weig
     if p.pair_idx.size and (p.pair_idx.max() >= len(p.labels) or p.pair_frame.max() >= video["n_frames"]):
         raise ValueError("pair_idx or pair_frame out of range")
     rows = gt_rows(video)
-    gt = M.Triplets.from_rows([(f, vocab.category(video, s) + 1, vocab.pred_id[pr], vocab.category(video, o) + 1,
+    gt = S.Triplets.from_rows([(f, vocab.category(video, s) + 1, vocab.pred_id[pr], vocab.category(video, o) + 1,
                                 sb, ob) for f, s, pr, o, sb, ob in rows])
     values: dict[str, float] = {}
     details: dict[str, Any] = {"recall": {}, "n_predicates": len(vocab.predicates)}
@@ -47,8 +48,8 @@ def score_sttran(video: dict[str, Any], pred: dict[str, Any], vocab: Vocab, weig
         for j, k in enumerate(KS):
             values[f"R@{k}{suffix}"] = float(res.frame_recall[:, j].mean()) if res.frames.size else 0.0
     full = M.ag_candidates(p, "with", max_rank=10**9)
-    pred_set = M.Triplets(full.frame, full.sub_cls, full.pred, full.obj_cls, full.sub_box, full.obj_box)
-    counts, _ = M.set_counts(gt, pred_set, weights, trivial=vocab.trivial)
+    pred_set = S.Triplets(full.frame, full.sub_cls, full.pred, full.obj_cls, full.sub_box, full.obj_box)
+    counts, _ = S.set_counts(gt, pred_set, weights, trivial=vocab.trivial)
     details["set"] = counts.to_dict()
     values.update({k: v for k, v in counts.metrics().items() if v == v})
     return values, details

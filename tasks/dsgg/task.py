@@ -98,7 +98,7 @@ def dsgg(dataset: str = "action-genome", data_dir: str | None = None, split: str
     def weights() -> np.ndarray:
         import numpy as np
 
-        from harness.tasks.dsgg.metrics import informativeness_weights
+        from harness.tasks.dsgg.set_metrics import informativeness_weights
 
         # informativeness: -log predicate frequency in the training split (the test split if none)
         source = train_videos() or videos()
