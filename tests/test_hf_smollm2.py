@@ -7,7 +7,6 @@ run alone, the first test here converts, ~45 s).
 from __future__ import annotations
 
 import asyncio
-import time
 
 import pytest
 from sqlalchemy import create_engine, text
@@ -33,10 +32,8 @@ def test_conversion_is_reused(smol_dir):
     weights = smol_dir / "model.safetensors"
     assert weights.stat().st_size > 100_000_000  # 135M parameters, float32
     before = weights.stat().st_mtime_ns
-    t0 = time.perf_counter()
     assert hf_embedded.ensure_converted(NAME) == smol_dir
-    assert time.perf_counter() - t0 < 1.0
-    assert weights.stat().st_mtime_ns == before
+    assert weights.stat().st_mtime_ns == before  # reused, not converted again (load time: bench, not here)
     assert hf_embedded.is_converted(NAME)
     template = smol_dir / "chat_template.jinja"
     assert template.exists() and "<|im_start|>" in template.read_text()
@@ -45,7 +42,6 @@ def test_conversion_is_reused(smol_dir):
 def test_alias_loads_the_converted_model_and_answers(smol):
     assert smol.spec == "hf:smollm2-135m-instruct"
     assert smol.modalities == frozenset({"text"})
-    assert smol.load_seconds < 60
     out = asyncio.run(smol.generate([Request([Message.text("user", "What is the capital of France?")],
                                              GenerationConfig(max_tokens=16))]))[0]
     assert out.error is None
