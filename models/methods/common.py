@@ -13,12 +13,13 @@ import hashlib
 import os
 import pickle
 import re
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from harness.types import Message, Sample, stable_hash
+from harness.types import Message, Output, Sample, Usage, stable_hash
 
 _NUM = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
 
@@ -127,3 +128,23 @@ class TrainProgress:
             return
         with self.bar:
             yield self
+
+
+def method_spec(backend: str, variant: str, settings: dict[str, Any], shown_keys: Sequence[str]) -> str:
+    """``backend:variant?k=v&...`` with the settings that change what is fitted (the cache key part)."""
+    shown = {k: v for k, v in sorted(settings.items()) if k in shown_keys}
+    return f"{backend}:{variant}" + ("?" + "&".join(f"{k}={v}" for k, v in shown.items()) if shown else "")
+
+
+def not_fitted(spec: str, fit_error: str | None, n: int) -> list[Output]:
+    """One error output per request when the backend could not be (or was never) fitted."""
+    reason = fit_error or f"{spec} has not been fitted (the task needs a train split)"
+    return [Output(error=reason) for _ in range(n)]
+
+
+def with_usage(outs: list[Output], started: float) -> list[Output]:
+    """Give every output one call and an equal share of the batch's prediction seconds."""
+    per = (time.perf_counter() - started) / max(len(outs), 1)
+    for o in outs:
+        o.usage = Usage(calls=1, seconds=per)
+    return outs

@@ -30,11 +30,14 @@ from harness.models.methods.common import (
     features_of,
     fit_key,
     load_fit,
+    method_spec,
+    not_fitted,
     save_fit,
     train_arrays,
+    with_usage,
 )
 from harness.registry import model
-from harness.types import Output, Request, Sample, Usage
+from harness.types import Output, Request, Sample
 
 ALGORITHMS = {"hartigan": ("batched", "sequential"), "kmeans": ("lloyd", "elkan")}
 
@@ -133,8 +136,7 @@ class ClusteringModel:
         import numpy as np
 
         if self.state is None:
-            return [Output(error=self.fit_error or f"{self.spec} has not been fitted (the task needs a train split)")
-                    for _ in requests]
+            return not_fitted(self.spec, self.fit_error, len(requests))
         t0 = time.perf_counter()
         centers = self.state["centers"]
         fit = {k: v for k, v in self.state["record"].items() if k != "history"}
@@ -154,18 +156,14 @@ class ClusteringModel:
             else:
                 label, how = int(np.argmin(((centers - x) ** 2).sum(axis=1))), "nearest"
             outs.append(Output(text=str(label), prediction=label, details={"fit": fit, "assigned": how}))
-        per = (time.perf_counter() - t0) / max(len(requests), 1)
-        for o in outs:
-            o.usage = Usage(calls=1, seconds=per)
-        return outs
+        return with_usage(outs, t0)
 
 
 def _build(family: str, path: str | None, settings: dict[str, Any]) -> ClusteringModel:
     variant = path or ALGORITHMS[family][0]
     if variant not in ALGORITHMS[family]:
         raise ValueError(f"unknown {family} variant {variant!r}; choose one of {', '.join(ALGORITHMS[family])}")
-    shown = {k: v for k, v in sorted(settings.items()) if k in ("k", "seed", "max_iter", "seq_cap")}
-    spec = f"{family}:{variant}" + ("?" + "&".join(f"{k}={v}" for k, v in shown.items()) if shown else "")
+    spec = method_spec(family, variant, settings, ("k", "seed", "max_iter", "seq_cap"))
     return ClusteringModel(family, variant, dict(settings), spec)
 
 

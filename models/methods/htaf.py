@@ -29,11 +29,14 @@ from harness.models.methods.common import (
     features_of,
     fit_key,
     load_fit,
+    method_spec,
+    not_fitted,
     save_fit,
     train_arrays,
+    with_usage,
 )
 from harness.registry import model
-from harness.types import Output, Request, Sample, Usage
+from harness.types import Output, Request, Sample
 
 ACTS = ("htaf", "relu", "sigmoid", "ste")
 ARCH_NAMES = ("mlp", "heaviside", "icbm")
@@ -127,8 +130,7 @@ class BinaryNetModel:
         from harness.models.methods.htaf_core import predict
 
         if self.state is None:
-            reason = self.fit_error or f"{self.spec} has not been fitted (the task needs a train split)"
-            return [Output(error=reason) for _ in requests]
+            return not_fitted(self.spec, self.fit_error, len(requests))
         t0 = time.perf_counter()
         st = self.state
         dim = st["mean"].shape[0]
@@ -155,18 +157,14 @@ class BinaryNetModel:
                     prediction={"soft": pred.soft[:, row].tolist(), "hard": pred.hard[:, row].tolist(),
                                 "concepts": fired, "active": len(fired), "active_fraction": active},
                     details={"fit": st["record"]})
-        per = (time.perf_counter() - t0) / max(len(requests), 1)
-        for o in outs:
-            o.usage = Usage(calls=1, seconds=per)
-        return outs
+        return with_usage(outs, t0)
 
 
 def _build(act: str, path: str | None, settings: dict[str, Any]) -> BinaryNetModel:
     arch = path or "mlp"
     if arch not in ARCH_NAMES:
         raise ValueError(f"unknown architecture {arch!r} for {act}; choose one of {', '.join(ARCH_NAMES)}")
-    shown = {k: v for k, v in sorted(settings.items()) if k in (*_INT_KEYS, *_FLOAT_KEYS, "alpha_end", "norm")}
-    spec = f"{act}:{arch}" + ("?" + "&".join(f"{k}={v}" for k, v in shown.items()) if shown else "")
+    spec = method_spec(act, arch, settings, (*_INT_KEYS, *_FLOAT_KEYS, "alpha_end", "norm"))
     return BinaryNetModel(act, arch, dict(settings), spec)
 
 
