@@ -5,25 +5,19 @@ the ratings page draws its charts under the leaderboard's CSP."""
 from __future__ import annotations
 
 import os
-import threading
-import time
 from pathlib import Path
 
 import pytest
+from live_server import chromium, serve
 
 from harness.leaderboard.arena.config import ArenaConfig
 from harness.leaderboard.arena.demo import DEMO_MODELS, seed_renders, seed_text
 
-CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run"]
 SHOTS = os.environ.get("HARNESS_SCREENSHOTS")
 
 
 @pytest.fixture(scope="module")
 def live(tmp_path_factory):
-    import uvicorn
-
     from harness.leaderboard.app import create_app
 
     tmp = tmp_path_factory.mktemp("arena-browser")
@@ -33,29 +27,14 @@ def live(tmp_path_factory):
     app.state.arena_config = ArenaConfig(secret="browser", min_votes=1)
     seed_text(app.state.sessions)
     seed_renders(app.state.sessions, root)
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        assert time.monotonic() < deadline and thread.is_alive(), "uvicorn did not start"
-        time.sleep(0.05)
-    port = server.servers[0].sockets[0].getsockname()[1]
-    yield f"http://127.0.0.1:{port}", tmp
-    server.should_exit = True
-    thread.join(10)
+    with serve(app) as base:
+        yield base, tmp
 
 
 @pytest.fixture(scope="module")
 def browser():
-    if not Path(CHROMIUM).exists():
-        pytest.fail("chromium is not installed (tests/setup.d/40-chromium.sh installs it)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+    with chromium() as b:
         yield b
-        b.close()
 
 
 def _shot(page, tmp: Path, name: str) -> None:

@@ -4,13 +4,12 @@ token is counted twice, on SQLite and PostgreSQL."""
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
-import uvicorn
+from live_server import serve
 from sqlalchemy import func, select
 
 from harness.leaderboard.arena import create_arena_app
@@ -22,20 +21,6 @@ CLIENTS = 12
 VOTES_EACH = 10
 
 
-def serve(app) -> Iterator[str]:
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", access_log=False))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        assert time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.02)
-    port = server.servers[0].sockets[0].getsockname()[1]
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(10)
 
 
 @pytest.fixture
@@ -43,7 +28,7 @@ def live(db_url) -> Iterator[tuple[object, str]]:
     cfg = ArenaConfig(secret="s", votes_per_minute=10_000, votes_per_day=10_000, battles_per_minute=10_000)
     app = create_arena_app(db_url, cfg)
     seed_text(app.state.sessions, n_samples=40)
-    for base in serve(app):
+    with serve(app) as base:
         yield app, base
 
 

@@ -14,11 +14,9 @@ import time
 from pathlib import Path
 
 import pytest
+from live_server import chromium, serve
 from test_leaderboard_data import SCRIPT, XSS_MODEL, XSS_OUTPUT, XSS_RUN, populate
 
-CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run"]
 SHOTS = os.environ.get("HARNESS_SCREENSHOTS")  # a folder to keep the screenshots in (development)
 
 
@@ -30,8 +28,6 @@ def _free_port() -> int:
 
 @pytest.fixture(scope="module")
 def live(tmp_path_factory):
-    import uvicorn
-
     from harness.leaderboard.app import create_app
 
     tmp = tmp_path_factory.mktemp("browser")
@@ -39,30 +35,15 @@ def live(tmp_path_factory):
     url = f"sqlite:///{tmp / 'lb.db'}"
     ids = populate(url, tmp / "media")
     app = create_app(url, media_roots=[tmp / "media"], write_token="live-secret", cache_seconds=0.2)
-    port = _free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        assert time.monotonic() < deadline and thread.is_alive(), "uvicorn did not start"
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}", ids, tmp
-    server.should_exit = True
-    thread.join(10)
+    with serve(app) as base:
+        yield base, ids, tmp
     app.state.sessions.kw["bind"].dispose()
 
 
 @pytest.fixture(scope="module")
 def browser():
-    if not Path(CHROMIUM).exists():
-        pytest.fail("chromium is not installed (tests/setup.d/40-chromium.sh installs it)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+    with chromium() as b:
         yield b
-        b.close()
 
 
 def _shot(page, tmp: Path, name: str) -> None:
