@@ -148,6 +148,7 @@ class _Item:
     epoch: int
     request: Request | None = None
     cache_key: str = ""
+    request_dict: dict[str, Any] | None = None  # serialised once: cache key and stored input share it
     output: Output | None = None
     started: float = 0.0
 
@@ -248,7 +249,8 @@ class Runner:
             "epoch": item.epoch,
             "input_hash": item.cache_key or (req.fingerprint() if req else ""),
             "input": {
-                "messages": [m.to_dict() for m in (req.messages if req else item.sample.messages)],
+                "messages": item.request_dict["messages"] if item.request_dict
+                else [m.to_dict() for m in item.sample.messages],
                 "metadata": item.sample.metadata,
             },
             "target": item.sample.target,
@@ -331,7 +333,8 @@ class Runner:
         for item in window:
             try:
                 item.request = self._request(item, model)
-                item.cache_key = stable_hash([model.spec, item.request.to_dict()])
+                item.request_dict = item.request.to_dict()
+                item.cache_key = stable_hash([model.spec, item.request_dict])
                 ready.append(item)
             except Exception as exc:  # bad sample (missing media, malformed field): its own error
                 self._record(self._row(item, run_id, None, None, f"prompt: {exc}", "input"))
