@@ -1,7 +1,8 @@
 """``spa3d:`` backend: the 3DSPA realism scorer as a model (fit-then-predict or a checkpoint).
 
 - ``spa3d:fit`` trains the track autoencoder on the task's train split (realistic ``.npz`` tracks)
-  once before scoring; ``-M steps=...`` / ``seed=`` / ``checkpoint=PATH`` (save, resumable) tune it;
+  once before scoring, holding a fifth of them out to calibrate the realism score;
+  ``-M steps=...`` / ``seed=`` / ``folds=`` / ``checkpoint=PATH`` (save, resumable) tune it;
 - ``spa3d:/path/model.pt`` loads a checkpoint written by training.
 For every request it scores each media part (``points`` = ``.npz`` tracks, ``video`` = a video,
 tracked first) and returns ``prediction = {"scores": [metrics dict per part]}``. A file that cannot
@@ -24,7 +25,7 @@ class Spa3dModel:
     spec: str = ""
     steps: int = 1500
     seed: int = 0
-    draws: int = 1
+    folds: int = 5
     checkpoint: str | None = None
     max_seconds: float | None = None
     batch_size: int = 16
@@ -38,15 +39,13 @@ class Spa3dModel:
         if self.path != "fit":
             from harness.tasks.spa3d.scorer import RealismScorer
 
-            self.scorer = RealismScorer.from_checkpoint(self.path, seed=self.seed, draws=self.draws)
+            self.scorer = RealismScorer.from_checkpoint(self.path, seed=self.seed, folds=self.folds)
 
     def fit(self, train: Sequence[Sample]) -> dict[str, Any]:
         if self.path != "fit":
             return {"fitted": False, "reason": "checkpoint given"}
-        from harness.tasks.spa3d.scorer import RealismScorer
         from harness.tasks.spa3d.tracks import load_tracks
-        from harness.tasks.spa3d.train import TrainConfig
-        from harness.tasks.spa3d.train import train as train_model
+        from harness.tasks.spa3d.train import TrainConfig, fit_scorer
 
         videos = [load_tracks(p.path) for s in train for m in s.messages for p in m.content
                   if p.type == "points" and p.path]
@@ -54,9 +53,11 @@ class Spa3dModel:
             raise ValueError("spa3d:fit needs a train split of .npz track files")
         cfg = TrainConfig(steps=int(self.steps), seed=int(self.seed), max_seconds=self.max_seconds)
         cfg.model.feature_dim = videos[0].feature_dim
-        net, history = train_model(videos, cfg, checkpoint=self.checkpoint)
-        self.scorer = RealismScorer(net, seed=self.seed, draws=self.draws)
+        # most videos train the autoencoder; a held-out fifth calibrates the realism score
+        self.scorer, history = fit_scorer(videos, cfg, checkpoint=self.checkpoint)
+        self.scorer.folds = int(self.folds)
         self.fit_report = {"fitted": True, "videos": len(videos), "steps": len(history),
+                           "calibration_videos": self.scorer.calibration.videos,
                            "final_l1": history[-1]["l1"] if history else None}
         return self.fit_report
 
@@ -84,7 +85,7 @@ class Spa3dModel:
 
 @model("spa3d", description="3DSPA realism scorer: spa3d:fit (train on the task's train split) or spa3d:CHECKPOINT")
 def spa3d(path: str = "fit", **settings: Any) -> Spa3dModel:
-    known = {"steps", "seed", "draws", "checkpoint", "max_seconds", "batch_size", "concurrency"}
+    known = {"steps", "seed", "folds", "checkpoint", "max_seconds", "batch_size", "concurrency"}
     unknown = set(settings) - known
     if unknown:
         raise ValueError(f"spa3d: unknown setting(s) {', '.join(sorted(unknown))}; known: {', '.join(sorted(known))}")

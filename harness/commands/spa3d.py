@@ -39,17 +39,18 @@ def train_cmd(
     steps: Annotated[int, typer.Option()] = 1500,
     seed: Annotated[int, typer.Option()] = 0,
 ) -> None:
-    """Train the track autoencoder and write a checkpoint usable as ``--model spa3d:CHECKPOINT``."""
+    """Train the track autoencoder (calibrated on a held-out fifth of the videos) and write a checkpoint
+    usable as ``--model spa3d:CHECKPOINT``."""
     from harness.tasks.spa3d import synth
     from harness.tasks.spa3d.tracks import load_tracks
-    from harness.tasks.spa3d.train import TrainConfig, train
+    from harness.tasks.spa3d.train import TrainConfig, fit_scorer
 
     data = [load_tracks(p) for p in sorted(train_dir.glob("*.npz"))] if train_dir else synth.realistic_set(videos, 1)
     if not data:
         raise typer.BadParameter(f"{train_dir}: no .npz track files")
     cfg = TrainConfig(steps=steps, seed=seed)
     cfg.model.feature_dim = data[0].feature_dim
-    _, history = train(data, cfg, checkpoint=out, log=typer.echo)
+    _, history = fit_scorer(data, cfg, checkpoint=out, log=typer.echo)  # a held-out fifth calibrates
     typer.echo(f"{out}: {len(history)} steps, final l1 {history[-1]['l1']:.4f}")
 
 
@@ -58,13 +59,14 @@ def score_cmd(
     files: Annotated[list[Path], typer.Argument(help=".npz track files or videos")],
     checkpoint: Annotated[Path, typer.Option("--checkpoint", help="A checkpoint from `harness spa3d train`")],
 ) -> None:
-    """Print the realism (average Jaccard) and reconstruction error of each file."""
+    """Print the realism (calibrated surprise, or AJ for an uncalibrated checkpoint), AJ and error per file."""
     from harness.tasks.spa3d.scorer import RealismScorer
 
     scorer = RealismScorer.from_checkpoint(checkpoint)
     for f in files:
         try:
             s = scorer.score_path(f)
-            typer.echo(f"{f}\trealism={s['realism']:.4f}\terror={s['error']:.4f}\tocc_acc={s['occlusion_accuracy']:.3f}")
+            typer.echo(f"{f}\trealism={s['realism']:.4f}\taj={s['average_jaccard']:.4f}\terror={s['error']:.4f}"
+                       f"\tocc_acc={s['occlusion_accuracy']:.3f}")
         except Exception as exc:  # one bad file never stops the others
             typer.echo(f"{f}\terror: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")

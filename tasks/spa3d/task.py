@@ -122,7 +122,7 @@ def score_pair(sample: Sample, output: Output, ctx: ScoreContext) -> Score:
     return Score(
         values={"accuracy": correct, "accuracy_error": err_correct, "realism_realistic": real["realism"],
                 "realism_violated": bad["realism"], "margin": real["realism"] - bad["realism"]},
-        explanation=f"AJ realistic={real['realism']:.4f} violated={bad['realism']:.4f}",
+        explanation=f"realism realistic={real['realism']:.4f} violated={bad['realism']:.4f}",
         details={"realistic": real, "violated": bad},
     )
 
@@ -219,7 +219,7 @@ def score_single(sample: Sample, output: Output, ctx: ScoreContext) -> Score:
     values = {k: float(v) for k, v in scores[0].items() if k != "num_eval_points"}
     if sample.target is not None:
         values["human"] = float(sample.target)
-    return Score(values=values, explanation=f"AJ={values['realism']:.4f}")
+    return Score(values=values, explanation=f"realism={values['realism']:.4f} AJ={values['average_jaccard']:.4f}")
 
 
 def correlation_metrics(x: list[float], y: list[float], seed: int = 0, rounds: int = 1000) -> list[Metric]:

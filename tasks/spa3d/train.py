@@ -10,10 +10,12 @@ from pathlib import Path
 import numpy as np
 
 from harness.tasks.spa3d.autoencoder import POSITION_WEIGHT, VISIBILITY_WEIGHT, AutoencoderConfig
+from harness.tasks.spa3d.calibration import Calibration, fit_calibration
 from harness.tasks.spa3d.sampling import Normaliser, arrays_for, sample_with_replacement, split_support_query, to_batch
 from harness.tasks.spa3d.tracks import Tracks, resample_frames
 
 ADAM_EPS = 1e-16
+CALIBRATION_FRACTION = 0.2  # of the realistic videos, held out of training to calibrate the score
 
 
 @dataclass
@@ -48,7 +50,8 @@ def _video_batch(videos: Sequence[Tracks], cfg: TrainConfig, rng: np.random.Gene
     return items
 
 
-def save_checkpoint(path: str | Path, model, optimiser, step: int, cfg: TrainConfig, history: list[dict]) -> Path:
+def save_checkpoint(path: str | Path, model, optimiser, step: int, cfg: TrainConfig, history: list[dict],
+                    calibration: Calibration | None = None) -> Path:
     import torch
 
     path = Path(path)
@@ -56,7 +59,7 @@ def save_checkpoint(path: str | Path, model, optimiser, step: int, cfg: TrainCon
     tmp = path.with_suffix(".tmp")
     torch.save({"config": cfg.model.to_dict(), "state_dict": model.state_dict(),
                 "optimiser": optimiser.state_dict() if optimiser is not None else None, "step": step,
-                "history": history}, tmp)
+                "history": history, "calibration": calibration.to_dict() if calibration else None}, tmp)
     tmp.replace(path)  # atomic: an interrupted save never leaves a broken checkpoint
     return path
 
@@ -75,6 +78,54 @@ def load_model(path: str | Path):
     model.load_state_dict(state["state_dict"])
     model.eval()
     return model
+
+
+def load_calibration(path: str | Path) -> Calibration | None:
+    """The realistic-video calibration stored with a checkpoint (None for an uncalibrated one)."""
+    import torch
+
+    state = torch.load(Path(path), map_location="cpu", weights_only=False)
+    data = state.get("calibration")
+    return Calibration.from_dict(data) if data else None
+
+
+def attach_calibration(path: str | Path, calibration: Calibration) -> None:
+    """Store a calibration in an existing checkpoint (atomically; the optimiser state is kept)."""
+    import torch
+
+    path = Path(path)
+    state = torch.load(path, map_location="cpu", weights_only=False)
+    state["calibration"] = calibration.to_dict()
+    tmp = path.with_suffix(".tmp")
+    torch.save(state, tmp)
+    tmp.replace(path)
+
+
+def split_for_calibration(videos: Sequence[Tracks], fraction: float = CALIBRATION_FRACTION,
+                          seed: int = 0) -> tuple[list[Tracks], list[Tracks]]:
+    """(train, calibration): a held-out ``fraction`` (at least 2 videos) calibrates the realism score
+    on realistic videos the autoencoder never saw."""
+    if len(videos) < 4:
+        raise ValueError(f"{len(videos)} videos: need at least 4 (2 to train, 2 to calibrate)")
+    n_cal = max(2, int(round(len(videos) * fraction)))
+    order = np.random.default_rng(seed).permutation(len(videos))
+    return [videos[i] for i in order[n_cal:]], [videos[i] for i in order[:n_cal]]
+
+
+def fit_scorer(videos: Sequence[Tracks], cfg: TrainConfig, checkpoint: str | Path | None = None, log=None):
+    """Train on most ``videos``, calibrate the realism score on the held-out rest, save both in the
+    checkpoint; returns (RealismScorer, history)."""
+    from harness.tasks.spa3d.scorer import RealismScorer
+
+    train_videos, calibration_videos = split_for_calibration(videos, seed=cfg.seed)
+    model, history = train(train_videos, cfg, checkpoint=checkpoint, log=log)
+    scorer = RealismScorer(model, seed=cfg.seed)
+    scorer.calibration = fit_calibration([scorer.score_tracks(v) for v in calibration_videos])
+    if checkpoint is not None:
+        attach_calibration(checkpoint, scorer.calibration)
+    if log is not None:
+        log(f"calibrated on {len(calibration_videos)} held-out realistic videos: {scorer.calibration}")
+    return scorer, history
 
 
 def train(videos: Sequence[Tracks], cfg: TrainConfig, checkpoint: str | Path | None = None,
