@@ -1,6 +1,7 @@
 """3DSPA end to end on synthetic physics: a small autoencoder trained for about a minute on CPU
-scores held-out realistic scenes above their physics-violating twins; checkpoints resume; the
-tasks run through the real CLI with the trained checkpoint as the ``spa3d:`` model."""
+scores held-out realistic scenes above their physics-violating twins (calibrated realism, all four
+violations); checkpoints resume; the tasks run through the real CLI with the trained checkpoint as
+the ``spa3d:`` model."""
 
 from __future__ import annotations
 
@@ -15,21 +16,28 @@ import numpy as np
 import pytest
 
 from harness.tasks.spa3d import synth
+from harness.tasks.spa3d.calibration import fit_calibration
 from harness.tasks.spa3d.scorer import RealismScorer
-from harness.tasks.spa3d.train import TrainConfig, load_model, train
+from harness.tasks.spa3d.train import (
+    TrainConfig,
+    fit_scorer,
+    load_calibration,
+    load_model,
+    split_for_calibration,
+    train,
+)
 
-# Asserted violations: those the small model learns in under a minute of CPU training. pass_through is
-# reported by the task and bench but not asserted: a CPU-sized model reconstructs collisions worst,
-# so a collision-free twin looks *more* regular (measured accuracy 0.2; see README).
-ASSERTED = ("teleport", "gravity_flip", "vanish")
-# Measured on these 45 held-out pairs (bench/spa3d_train.py, 1000 steps): trained 0.78 (teleport 0.93,
-# gravity_flip 0.80, vanish 0.60); the same network untrained 0.60. The untrained baseline is not 0.5
-# because the decoder is anchored at the query point, so "little motion" already looks realistic and
-# teleports / upward flights move more. The issue's suggested 90% needs far more training than a test
-# allows; we require 0.7 overall (~2.7 binomial s.d. above chance at n=45) AND a >= 0.1 gain over
-# the untrained network on the same pairs, which is what training must buy.
-MIN_ACCURACY = 0.7
-MIN_GAIN_OVER_UNTRAINED = 0.1
+# Measured on these 200 held-out pairs (bench/spa3d_train.py --steps 1000 --videos 300, pair seeds 2000
+# and 3000, 25 pairs per violation each): calibrated realism 0.80 (teleport 0.76, gravity_flip 0.84,
+# vanish 1.00, pass_through 0.59); the same network untrained, calibrated the same way, 0.60; the
+# Average Jaccard rule 0.68 (pass_through 0.11). The issue's suggested 90% is not what a reconstruction
+# score reaches on violations that make the motion *simpler* (pass_through: ballistic instead of a
+# bounce; README), so we require 0.75 over all four violations (8 binomial s.d. above chance at
+# n=200, 10 pairs below the measured value), a >= 0.15 gain over the untrained network, and the
+# per-violation floors below (n=50 each, about 1-1.5 s.d. under the measured values).
+MIN_ACCURACY = 0.75
+MIN_GAIN_OVER_UNTRAINED = 0.15
+MIN_PER_VIOLATION = {"teleport": 0.65, "gravity_flip": 0.7, "vanish": 0.85}
 
 
 @pytest.fixture(scope="module")
@@ -38,23 +46,27 @@ def trained(tmp_path_factory):
 
     torch.set_num_threads(1)
     ckpt = tmp_path_factory.mktemp("spa3d") / "model.pt"
-    videos = synth.realistic_set(150, seed=1)
-    model, history = train(videos, TrainConfig(steps=1000, checkpoint_every=500), checkpoint=ckpt)
-    return model, history, ckpt
+    videos = synth.realistic_set(300, seed=1)  # 240 train, 60 held out to calibrate
+    scorer, history = fit_scorer(videos, TrainConfig(steps=1000, checkpoint_every=500), checkpoint=ckpt)
+    return scorer, history, ckpt
 
 
-def test_training_reduces_the_loss_and_writes_a_checkpoint(trained):
-    _, history, ckpt = trained
+def test_training_reduces_the_loss_and_writes_a_calibrated_checkpoint(trained):
+    scorer, history, ckpt = trained
     first = np.mean([h["l1"] for h in history[:20]])
     last = np.mean([h["l1"] for h in history[-20:]])
     assert last < 0.75 * first
     assert np.mean([h["bce"] for h in history[-20:]]) < np.log(2) - 0.1  # visibility is learnt too
     assert ckpt.exists() and load_model(ckpt).cfg.num_frames == 32
+    assert load_calibration(ckpt) == scorer.calibration and scorer.calibration.videos == 60
 
 
-def _pair_accuracy(scorer: RealismScorer, pairs: list[synth.Pair]) -> float:
-    wins = [scorer.score_tracks(p.realistic)["realism"] > scorer.score_tracks(p.violated)["realism"] for p in pairs]
-    return float(np.mean(wins))
+def _pair_accuracy(scorer: RealismScorer, pairs: list[synth.Pair]) -> dict[str, float]:
+    wins: dict[str, list[float]] = {}
+    for p in pairs:
+        a, b = scorer.score_tracks(p.realistic)["realism"], scorer.score_tracks(p.violated)["realism"]
+        wins.setdefault(p.violation, []).append(1.0 if a > b else 0.5 if a == b else 0.0)
+    return {k: float(np.mean(v)) for k, v in wins.items()}
 
 
 def test_realistic_tracks_score_above_violating_twins(trained):
@@ -62,13 +74,20 @@ def test_realistic_tracks_score_above_violating_twins(trained):
 
     from harness.tasks.spa3d.autoencoder import AutoencoderConfig, TrackAutoencoder
 
-    model, _, _ = trained
-    pairs = synth.pair_set(15, seed=2000, violations=ASSERTED)
-    accuracy = _pair_accuracy(RealismScorer(model), pairs)
+    scorer, _, _ = trained
+    pairs = synth.pair_set(25, seed=2000) + synth.pair_set(25, seed=3000)
+    accuracy = _pair_accuracy(scorer, pairs)
     torch.manual_seed(0)
-    untrained = _pair_accuracy(RealismScorer(TrackAutoencoder(AutoencoderConfig()).eval()), pairs)
-    assert accuracy >= MIN_ACCURACY, (accuracy, untrained)
-    assert accuracy >= untrained + MIN_GAIN_OVER_UNTRAINED, (accuracy, untrained)
+    # the baseline gets the same calibration procedure, so the gain is what training buys
+    untrained = RealismScorer(TrackAutoencoder(AutoencoderConfig()).eval())
+    _, calibration_videos = split_for_calibration(synth.realistic_set(300, seed=1))
+    untrained.calibration = fit_calibration([untrained.score_tracks(v) for v in calibration_videos])
+    baseline = _pair_accuracy(untrained, pairs)
+    mean, base_mean = np.mean(list(accuracy.values())), np.mean(list(baseline.values()))
+    assert mean >= MIN_ACCURACY, (accuracy, baseline)
+    assert mean >= base_mean + MIN_GAIN_OVER_UNTRAINED, (accuracy, baseline)
+    for violation, floor in MIN_PER_VIOLATION.items():
+        assert accuracy[violation] >= floor, (violation, accuracy)
 
 
 def test_training_resumes_from_a_checkpoint(tmp_path):
@@ -89,7 +108,7 @@ def _harness(args: list[str], cache: str) -> subprocess.CompletedProcess:
 
 def test_tasks_through_the_cli_with_a_checkpoint(trained, tmp_path):
     _, _, ckpt = trained
-    pairs = synth.pair_set(2, seed=3000, violations=ASSERTED)
+    pairs = synth.pair_set(2, seed=3000, violations=("teleport", "vanish", "pass_through"))
     manifest = synth.write_pairs(tmp_path / "pairs", pairs)
     with manifest.open("a") as f:  # a broken row's file: recorded per sample, not fatal
         f.write(json.dumps({"id": "bad", "realistic": "missing.npz", "violated": "missing.npz"}) + "\n")
