@@ -5,7 +5,7 @@ query exactly once: the tracks are split into folds (at least ``folds``, and eno
 more than the paper's 512 queries), each fold is reconstructed from up to 2048 of the other tracks as
 support (the paper's inference sizes). Folds use a fixed seed, so a video's score is deterministic.
 Holding out every track rather than one random 20% draw removes most of the split noise (measured:
-pair accuracy 0.63 -> 0.72 on the same model and metric; README).
+pair accuracy 0.63 -> 0.73 on the same model and metric; README).
 
 Reported per video: the TAPVid-3D metrics of the reconstruction (Average Jaccard as in TRAJAN),
 the plain 3D error, and two surprise channels in the model's own normalised units: mean L1 of
