@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from harness.tasks.dsgg import metrics as M
 from harness.tasks.dsgg import set_metrics as S
+from harness.tasks.dsgg import video_metrics as V
 
 P = [0, 0, 9, 9]  # person: 10 x 10 = 100 px with the +1 convention
 C = [20, 20, 29, 29]  # cup
@@ -156,9 +157,9 @@ def rel(triplet, score, dur, sub=None, obj=None):
 
 
 def test_viou_by_hand():
-    assert M.viou(traj(2), [0, 2], traj(2), [1, 3]) == pytest.approx(100 / 300)
-    assert M.viou(traj(2), [0, 2], traj(2), [2, 4]) == 0.0
-    assert M.viou(traj(3), [0, 3], traj(3), [0, 3]) == 1.0
+    assert V.viou(traj(2), [0, 2], traj(2), [1, 3]) == pytest.approx(100 / 300)
+    assert V.viou(traj(2), [0, 2], traj(2), [2, 4]) == 0.0
+    assert V.viou(traj(3), [0, 3], traj(3), [0, 3]) == 1.0
 
 
 def test_vidvrd_greedy_one_to_one_and_ap():
@@ -169,22 +170,22 @@ def test_vidvrd_greedy_one_to_one_and_ap():
         rel(t, 0.8, (0, 10)),  # GT0 taken; GT1 vIoU = 6/10 >= 0.5 -> hit
         rel(["dog", "bite", "ball"], 0.7, (0, 10)),  # wrong predicate
     ]
-    prec, rec, scores = M.vidvrd_detection(gt, pred)
+    prec, rec, scores = V.vidvrd_detection(gt, pred)
     assert np.isfinite(scores).tolist() == [True, True, False]
     assert rec.tolist() == pytest.approx([0.5, 1.0, 1.0])
     assert prec.tolist() == pytest.approx([1.0, 1.0, 2 / 3])
-    assert M.voc_ap(rec, prec) == pytest.approx(1.0)
+    assert V.voc_ap(rec, prec) == pytest.approx(1.0)
     # a GT is hit once: a duplicate of pred 0 after both GTs are taken is a false positive
-    prec2, rec2, s2 = M.vidvrd_detection(gt[:1], pred[:2])
+    prec2, rec2, s2 = V.vidvrd_detection(gt[:1], pred[:2])
     assert np.isfinite(s2).tolist() == [True, False]
-    assert M.voc_ap(rec2, prec2) == pytest.approx(1.0)
+    assert V.voc_ap(rec2, prec2) == pytest.approx(1.0)
 
 
 def test_vidvrd_evaluate_recall_and_tagging():
     t1, t2 = ["dog", "chase", "ball"], ["dog", "bite", "ball"]
     gt = {"v1": [rel(t1, 1, (0, 10))], "v2": [rel(t2, 1, (0, 4)), rel(t1, 1, (0, 4))]}
     pred = {"v1": [rel(t2, 0.9, (0, 10)), rel(t1, 0.5, (0, 10))], "v2": [rel(t2, 0.8, (0, 4))]}
-    res = M.evaluate_vidvrd(gt, pred)
+    res = V.evaluate_vidvrd(gt, pred)
     assert res.recall[50] == pytest.approx(2 / 3)
     # v1 AP: miss then hit -> 0.5; v2 AP: hit then one GT never found -> 0.5
     assert res.video_ap == {"v1": pytest.approx(0.5), "v2": pytest.approx(0.5)}
@@ -203,24 +204,24 @@ def test_pvsg_viou_strict_and_weak():
     pred_span = np.zeros(T, bool)
     pred_span[3:8] = True
     ones = np.ones(T)
-    strict, weak = M.pvsg_viou(gt_span, gt_span, pred_span, ones, ones)
+    strict, weak = V.pvsg_viou(gt_span, gt_span, pred_span, ones, ones)
     assert (strict, weak) == (pytest.approx(0.75), pytest.approx(1.0))
     # masks below 0.5 IoU on half the GT frames
     half = np.where(np.arange(T) < 4, 1.0, 0.4)
-    assert M.pvsg_viou(gt_span, gt_span, pred_span, half, ones)[0] == pytest.approx(1 / 4)
+    assert V.pvsg_viou(gt_span, gt_span, pred_span, half, ones)[0] == pytest.approx(1 / 4)
 
 
 def test_pvsg_counts_weak_soft_and_mean_recall():
     gt = np.array([[1, 2, 0], [1, 3, 1]])
     pred = np.array([[1, 2, 0], [1, 2, 0], [1, 3, 1]])
     v = np.array([[0.2, 0.75, 0.0], [0.0, 0.0, 0.3]])
-    c = M.pvsg_counts(gt, pred, v, ks=(1, 2, 3), n_predicates=3)
+    c = V.pvsg_counts(gt, pred, v, ks=(1, 2, 3), n_predicates=3)
     assert c["hit"][:, 0].tolist() == [0, 1, 1]  # hit at rank 1
     assert c["weak"][:, 0].tolist() == [1, 2, 2]  # ranks 0 and 1 both >= 0.1 (the reference counts both)
     assert c["soft"][2, 0] == pytest.approx(0.75)
     assert c["soft_weak"][2, 0] == pytest.approx(0.95)
     assert c["hit"][:, 1].tolist() == [0, 0, 0] and c["weak"][2, 1] == 1
-    res = M.evaluate_pvsg([c], ks=(1, 2, 3), n_predicates=3)
+    res = V.evaluate_pvsg([c], ks=(1, 2, 3), n_predicates=3)
     assert res.recall[3] == pytest.approx(0.5)
     assert res.mean_recall[3] == pytest.approx((1 + 0) / 2)  # predicate 2 has no GT: left out
     assert res.weak_recall[3] == pytest.approx(3 / 2)  # not capped at 1, as in the reference

@@ -92,8 +92,8 @@ def _set_fn(prefix: str, keep: tuple[str, ...] | None = None) -> Callable[[dict[
 
 
 def _pvsg_fn(s: dict[str, np.ndarray]) -> dict[str, float]:
-    from harness.tasks.dsgg.metrics import evaluate_pvsg
     from harness.tasks.dsgg.scoring import PVSG_KS
+    from harness.tasks.dsgg.video_metrics import evaluate_pvsg
 
     video = {name: s[name] for name in ("hit", "weak", "soft", "soft_weak")}
     video["total"] = s["total"]

@@ -13,6 +13,7 @@ import numpy as np
 
 from harness.tasks.dsgg import metrics as M
 from harness.tasks.dsgg import set_metrics as S
+from harness.tasks.dsgg import video_metrics as V
 from harness.tasks.dsgg.trs import expand, to_trs
 
 KS = M.K_VALUES
@@ -125,10 +126,10 @@ def vidvrd_details(video: dict[str, Any], trs: list[dict[str, Any]], ground: boo
                          "score": 1.0 - len(pred) / max(n, 1), "duration": [a, b + 1],
                          "sub_traj": traj(r["subject"], a, b, r["boxes"], "subject"),
                          "obj_traj": traj(r["object"], a, b, r["boxes"], "object")})
-    prec, rec, scores = M.vidvrd_detection(gt, pred)
-    tag = M.vidvrd_tagging_precision(gt, pred)
+    prec, rec, scores = V.vidvrd_detection(gt, pred)
+    tag = V.vidvrd_tagging_precision(gt, pred)
     tp = np.isfinite(scores)
-    return {"ap": M.voc_ap(rec, prec), "n_gt": len(gt), "hits": {str(k): int(tp[:k].sum()) for k in (50, 100)},
+    return {"ap": V.voc_ap(rec, prec), "n_gt": len(gt), "hits": {str(k): int(tp[:k].sum()) for k in (50, 100)},
             "tagging": {str(k): float(tag[min(k, tag.size) - 1]) if tag.size else 0.0 for k in (1, 5, 10)}}
 
 
@@ -155,8 +156,8 @@ def pvsg_details(video: dict[str, Any], trs: list[dict[str, Any]], vocab: Vocab)
                 pspan[a:b + 1] = True
             sub = np.full(n, float(p["subject"] == g["subject"]))
             obj = np.full(n, float(p["object"] == g["object"]))
-            v[i, j] = M.pvsg_viou(gspan, gspan, pspan, sub, obj)[0]
-    counts = M.pvsg_counts(gt_keys, pred_keys, v, PVSG_KS, len(vocab.predicates))
+            v[i, j] = V.pvsg_viou(gspan, gspan, pspan, sub, obj)[0]
+    counts = V.pvsg_counts(gt_keys, pred_keys, v, PVSG_KS, len(vocab.predicates))
     return {name: (arr.tolist() if isinstance(arr, np.ndarray) else arr) for name, arr in counts.items()}
 
 
