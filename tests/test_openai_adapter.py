@@ -211,7 +211,6 @@ def test_unsupported_part_type_is_refused(scripted_server):
 # ---- retries --------------------------------------------------------------------------------------
 def test_429_retry_after_is_honoured(scripted_server):
     scripted_server.fail(429, times=2, retry_after=0.3)
-    t0 = time.perf_counter()
     (out,) = ask(make_model(scripted_server), text_request())
     assert out.error is None and out.text == "ok"
     assert out.details["attempts"] == 3
@@ -219,7 +218,6 @@ def test_429_retry_after_is_honoured(scripted_server):
     assert [r.status for r in scripted_server.requests] == [429, 429, 200]
     gaps = [b - a for a, b in zip(arrivals, arrivals[1:], strict=False)]
     assert all(0.3 <= g < 1.0 for g in gaps), gaps  # retry_base is 0.01: only Retry-After explains 0.3 s
-    assert time.perf_counter() - t0 >= 0.6
 
 
 def test_retry_after_ms_and_http_date():
@@ -252,10 +250,11 @@ def test_persistent_500_becomes_an_output_error(scripted_server):
 
 def test_timeout_is_retried(scripted_server):
     scripted_server.slow(3.0, times=1)
-    t0 = time.perf_counter()
     (out,) = ask(make_model(scripted_server, timeout=0.4), text_request())
     assert out.error is None and out.details["attempts"] == 2
-    assert 0.4 <= time.perf_counter() - t0 < 2.5
+    # the server saw the retry after the client's 0.4 s time-out, long before the slow reply (3 s)
+    first, retry = (r.received_at for r in scripted_server.requests)
+    assert 0.4 <= retry - first < 2.5
     scripted_server.slow(3.0, times=2)
     (out,) = ask(make_model(scripted_server, timeout=0.2, max_retries=1), text_request())
     assert out.error.startswith("APITimeoutError") and out.details["attempts"] == 2
