@@ -62,10 +62,7 @@ def values_for(label: str, judged: str | None, strmatch: str) -> dict[str, float
 
 
 async def score(sample: Sample, output: Output, ctx: ScoreContext) -> Score:
-    question = sample.messages[-1].text_content
-    strmatch = rg.strmatch_class(output.text)
-    verdict = await rg.classify(ctx, question, output.text)
-    details = {"strmatch": strmatch, "judge_class": verdict.value}
+    strmatch, verdict, details = await rg.grade(ctx, sample.messages[-1].text_content, output.text)
     if verdict.value is None:
         return attach(Score.not_scored(f"judge: {verdict.error}", **details), verdict)
     return attach(Score(values=values_for(sample.metadata["label"], verdict.value, strmatch), answer=verdict.value,
