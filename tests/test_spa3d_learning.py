@@ -48,11 +48,11 @@ def trained(tmp_path_factory):
     ckpt = tmp_path_factory.mktemp("spa3d") / "model.pt"
     videos = synth.realistic_set(300, seed=1)  # 240 train, 60 held out to calibrate
     scorer, history = fit_scorer(videos, TrainConfig(steps=1000, checkpoint_every=500), checkpoint=ckpt)
-    return scorer, history, ckpt
+    return scorer, history, ckpt, videos
 
 
 def test_training_reduces_the_loss_and_writes_a_calibrated_checkpoint(trained):
-    scorer, history, ckpt = trained
+    scorer, history, ckpt, _ = trained
     first = np.mean([h["l1"] for h in history[:20]])
     last = np.mean([h["l1"] for h in history[-20:]])
     assert last < 0.75 * first
@@ -74,13 +74,13 @@ def test_realistic_tracks_score_above_violating_twins(trained):
 
     from harness.tasks.spa3d.autoencoder import AutoencoderConfig, TrackAutoencoder
 
-    scorer, _, _ = trained
+    scorer, _, _, videos = trained
     pairs = synth.pair_set(25, seed=2000) + synth.pair_set(25, seed=3000)
     accuracy = _pair_accuracy(scorer, pairs)
     torch.manual_seed(0)
     # the baseline gets the same calibration procedure, so the gain is what training buys
     untrained = RealismScorer(TrackAutoencoder(AutoencoderConfig()).eval())
-    _, calibration_videos = split_for_calibration(synth.realistic_set(300, seed=1))
+    _, calibration_videos = split_for_calibration(videos)  # the ones the trained scorer was calibrated on
     untrained.calibration = fit_calibration([untrained.score_tracks(v) for v in calibration_videos])
     baseline = _pair_accuracy(untrained, pairs)
     mean, base_mean = np.mean(list(accuracy.values())), np.mean(list(baseline.values()))
@@ -107,7 +107,7 @@ def _harness(args: list[str], cache: str) -> subprocess.CompletedProcess:
 
 
 def test_tasks_through_the_cli_with_a_checkpoint(trained, tmp_path):
-    _, _, ckpt = trained
+    _, _, ckpt, _ = trained
     pairs = synth.pair_set(2, seed=3000, violations=("teleport", "vanish", "pass_through"))
     manifest = synth.write_pairs(tmp_path / "pairs", pairs)
     with manifest.open("a") as f:  # a broken row's file: recorded per sample, not fatal

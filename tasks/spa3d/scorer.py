@@ -54,10 +54,11 @@ class RealismScorer:
 
     @staticmethod
     def from_checkpoint(path: str | Path, **kw) -> RealismScorer:
-        from harness.tasks.spa3d.train import load_calibration, load_model
+        from harness.tasks.spa3d.train import load_checkpoint
 
-        kw.setdefault("calibration", load_calibration(path))
-        return RealismScorer(load_model(path), **kw)
+        model, calibration = load_checkpoint(path)
+        kw.setdefault("calibration", calibration)
+        return RealismScorer(model, **kw)
 
     def reconstruct(self, tracks: Tracks) -> Reconstruction:
         """Hold out every track visible somewhere exactly once (see the module docstring)."""

@@ -64,29 +64,42 @@ def save_checkpoint(path: str | Path, model, optimiser, step: int, cfg: TrainCon
     return path
 
 
-def load_model(path: str | Path):
-    """A trained TrackAutoencoder in eval mode, from a checkpoint written by ``train``."""
+def _read_checkpoint(path: str | Path) -> dict:
     import torch
-
-    from harness.tasks.spa3d.autoencoder import TrackAutoencoder
 
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"{path}: 3DSPA checkpoint not found")
-    state = torch.load(path, map_location="cpu", weights_only=False)
+    return torch.load(path, map_location="cpu", weights_only=False)
+
+
+def _model_from(state: dict):
+    from harness.tasks.spa3d.autoencoder import TrackAutoencoder
+
     model = TrackAutoencoder(AutoencoderConfig(**state["config"]))
     model.load_state_dict(state["state_dict"])
-    model.eval()
-    return model
+    return model.eval()
+
+
+def _calibration_from(state: dict) -> Calibration | None:
+    data = state.get("calibration")
+    return Calibration.from_dict(data) if data else None
+
+
+def load_model(path: str | Path):
+    """A trained TrackAutoencoder in eval mode, from a checkpoint written by ``train``."""
+    return _model_from(_read_checkpoint(path))
 
 
 def load_calibration(path: str | Path) -> Calibration | None:
     """The realistic-video calibration stored with a checkpoint (None for an uncalibrated one)."""
-    import torch
+    return _calibration_from(_read_checkpoint(path))
 
-    state = torch.load(Path(path), map_location="cpu", weights_only=False)
-    data = state.get("calibration")
-    return Calibration.from_dict(data) if data else None
+
+def load_checkpoint(path: str | Path) -> tuple[object, Calibration | None]:
+    """(model, calibration) from one read of the checkpoint."""
+    state = _read_checkpoint(path)
+    return _model_from(state), _calibration_from(state)
 
 
 def attach_calibration(path: str | Path, calibration: Calibration) -> None:
