@@ -25,7 +25,7 @@ def test_eval_show_runs_export(tmp_path):
     db = f"sqlite:///{tmp_path / 'h.db'}"
     r = run(["eval", "--task", "gsm8k", "--model", "builtin:number", "--limit", "20", "--db", db])
     assert r.returncode == 0, r.stderr
-    assert "20 new" in r.stdout and "exact_match" in r.stdout
+    assert "20 new" in r.stdout and "exact_match_flexible" in r.stdout
     runs = run(["runs", "--db", db])
     assert "gsm8k__builtin-number" in runs.stdout and "20/20" in runs.stdout
     name = runs.stdout.split("gsm8k__builtin-number")[1].split()[0]
@@ -46,7 +46,7 @@ def test_compare_two_runs(tmp_path):
                 "--run-name", "a"]).returncode == 0
     assert run(["eval", "-t", "gsm8k", "-m", "builtin:echo", "--limit", "40", "--db", db,
                 "--run-name", "b"]).returncode == 0
-    c = run(["compare", "a", "b", "--metric", "exact_match", "--db", db])
+    c = run(["compare", "a", "b", "--metric", "exact_match_flexible", "--db", db])
     assert c.returncode == 0, c.stderr
     assert "McNemar" in c.stdout and "40" in c.stdout
 

@@ -41,10 +41,10 @@ def test_gsm8k_run_stores_every_sample_and_metrics(db_url):
         run = s.get(RunRow, summary.run_id)
         assert run.n_done == 30 and run.status == "finished"
         assert run.config["task_hash"] and run.harness_version
-        em = s.scalar(select(MetricRow).where(MetricRow.run_id == run.id, MetricRow.name == "exact_match"))
+        em = s.scalar(select(MetricRow).where(MetricRow.run_id == run.id, MetricRow.name == "exact_match_flexible"))
         rows = s.scalars(select(SampleResultRow).where(SampleResultRow.run_id == run.id)).all()
     # the metric is the mean of the stored per-sample scores, with a CI around it
-    mean = sum(r.scores["exact_match"] for r in rows) / len(rows)
+    mean = sum(r.scores["exact_match_flexible"] for r in rows) / len(rows)
     assert em.value == pytest.approx(mean)
     assert em.n == 30 and em.ci_low <= em.value <= em.ci_high
     # builtin:number answers with the question's last number; some GSM8K answers are exactly that

@@ -67,19 +67,19 @@ def test_cli_eval_gsm8k_into_sqlite(smol_dir, tmp_path):
     done = CliRunner().invoke(app, ["eval", "--task", "gsm8k", "--model", "smollm2", "--limit", "3",
                                     "-M", "max_tokens=32", "--db", db, "--no-progress"])
     assert done.exit_code == 0, done.output[-2000:]
-    assert "exact_match" in done.output and "3 new" in done.output
+    assert "exact_match_flexible" in done.output and "3 new" in done.output
     engine = create_engine(db)
     with engine.connect() as conn:
         rows = conn.execute(text("SELECT sample_id, output, input_tokens, output_tokens, error, scores "
                                  "FROM sample_results ORDER BY sample_id")).all()
         run = conn.execute(text("SELECT status, n_samples FROM runs")).one()
-        metric = conn.execute(text("SELECT value, n FROM metrics WHERE name='exact_match' AND breakdown_key=''"
+        metric = conn.execute(text("SELECT value, n FROM metrics WHERE name='exact_match_flexible' AND breakdown_key=''"
                                    )).one()
     engine.dispose()
     assert [r.sample_id for r in rows] == ["0", "1", "2"]
     assert all(r.error is None and r.output.strip() for r in rows)
     assert all(r.input_tokens > 50 and 0 < r.output_tokens <= 32 for r in rows)
-    assert all("exact_match" in r.scores for r in rows)
+    assert all("exact_match_flexible" in r.scores for r in rows)
     assert tuple(run) == ("finished", 3)
     assert metric.n == 3 and 0.0 <= metric.value <= 1.0
 

@@ -95,7 +95,7 @@ def test_csv_exports_match_json(site):
         assert len(rows) == len(js["rows"]) > 0
     run_id = ids["builtin:number"]
     metrics = client.get(f"/api/runs/{run_id}/metrics.json").json()["rows"]
-    assert {m["metric"] for m in metrics} >= {"exact_match", "exact_match_strict", "errors"}
+    assert {m["metric"] for m in metrics} >= {"exact_match_flexible", "exact_match_strict", "errors"}
     assert client.get("/api/models/1/runs.csv").text.startswith("run_id,")
     # CSV cells that a spreadsheet would run as formulas are defused
     hostile = client.get("/api/runs.csv").text
@@ -162,11 +162,11 @@ def test_compare_runs_paired_test(site):
     client, ids, _, _ = site
     a, b = ids["builtin:number"], ids["builtin:constant"]
     rows = client.get(f"/api/compare?a={a}&b={b}").json()["rows"]
-    em = next(r for r in rows if r["metric"] == "exact_match")
+    em = next(r for r in rows if r["metric"] == "exact_match_flexible")
     assert em["n"] == 30 and "McNemar" in em["test"] and 0 < em["p_value"] <= 1
     assert em["diff_b_minus_a"] == pytest.approx(em["mean_b"] - em["mean_a"])
     html = client.get(f"/compare?a={a}&b={b}").text
-    assert "exact McNemar" in html and "Samples where exact_match differs" in html
+    assert "exact McNemar" in html and "Samples where exact_match_flexible differs" in html
 
 
 def test_not_found_and_cache_invalidation(site):

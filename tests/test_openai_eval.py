@@ -71,7 +71,7 @@ def test_eval_into_sqlite_with_a_garbled_sample(scripted_server, gsm8k_prompts, 
     for r in good:
         text = r.input["messages"][-1]["content"][0]["text"]
         is_right = expected({"messages": [{"role": "user", "content": text}]}) == "right"
-        assert r.scores["exact_match"] == float(is_right)
+        assert r.scores["exact_match_flexible"] == float(is_right)
         assert r.output == (f"Adding up.\n#### {r.target}" if is_right else "#### -1")
         assert r.input_tokens == len(text.split()) and r.output_tokens == len(r.output.split())
         assert r.calls == 1 and r.latency_s > 0
@@ -80,12 +80,12 @@ def test_eval_into_sqlite_with_a_garbled_sample(scripted_server, gsm8k_prompts, 
     assert srv.max_in_flight <= 3
     with open_db(sqlite_url)() as s:
         run = s.scalars(select(RunRow)).one()
-        metric = s.scalars(select(MetricRow).where(MetricRow.run_id == run.id, MetricRow.name == "exact_match",
+        metric = s.scalars(select(MetricRow).where(MetricRow.run_id == run.id, MetricRow.name == "exact_match_flexible",
                                                    MetricRow.breakdown_key == "")).one()
     assert run.status == "finished" and run.n_done == 20 and run.n_errors == 1
     assert run.total_cost == pytest.approx(sum(r.cost for r in good)) and run.total_cost > 0
     assert metric.n == 19
-    assert metric.value == pytest.approx(sum(r.scores["exact_match"] for r in good) / 19)
+    assert metric.value == pytest.approx(sum(r.scores["exact_match_flexible"] for r in good) / 19)
     assert 0 < metric.value < 1
 
 
@@ -111,7 +111,7 @@ def test_killed_run_resumes_without_duplicates_or_repeated_requests(scripted_ser
 
     stored = rows(sqlite_url)
     assert len(stored) == 40 and len({(r.sample_id, r.epoch) for r in stored}) == 40
-    assert all(r.error is None and r.scores["exact_match"] == 1.0 for r in stored)
+    assert all(r.error is None and r.scores["exact_match_flexible"] == 1.0 for r in stored)
     asked = Counter(gsm8k_prompts[last_user_text(b)][0] for b in srv.bodies())
     assert set(asked) == {r.sample_id for r in stored}
     # a sample finished before the kill was never asked again; only the in-flight ones were

@@ -1,10 +1,12 @@
-"""GSM8K task: loader, zero-shot chat prompt, final-answer extraction and exact match.
+"""GSM8K task: loader, zero-shot chat prompt and three final-answer metrics.
 
-Answer extraction follows lm-evaluation-harness's two filters for GSM8K:
-- ``strict``: the number after ``####`` (the format the prompt asks for);
-- ``flexible``: the last number in the reply.
-Both normalise by dropping ``,`` and ``$`` and a trailing ``.``; we additionally count two numbers as
-equal when they are numerically equal (``18.00`` == ``18``), a choice lm-eval does not make.
+- ``exact_match_strict`` / ``exact_match_flexible``: lm-evaluation-harness's ``strict-match`` and
+  ``flexible-extract`` scores, reproduced exactly in :mod:`lmeval` (string comparison after its
+  normalisation), so numbers here line up with lm-eval's for the same replies.
+- ``exact_match_numeric``: a forgiving reading of ours, not lm-eval's: the last number in the reply
+  that parses as one, ``,``/``$``/trailing dots dropped, numerically compared (``18.00`` == ``18``).
+  ``extract_flexible``/``extract_strict``/``same_number`` implement it; the reliability and sycophancy
+  tasks reuse them.
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ from pathlib import Path
 from harness.data import DatasetError, file_hash, load_hub, read_jsonl, require
 from harness.registry import task
 from harness.task import ScoreContext, Task
-from harness.types import GenerationConfig, Message, Output, Request, Sample, Score
+from harness.tasks.gsm8k import lmeval
+from harness.types import GenerationConfig, Message, Output, Request, Sample, Score, higher
 
 DATA = Path(__file__).parent / "data" / "test.jsonl"
 INSTRUCTION = (
@@ -26,6 +29,7 @@ STRICT = re.compile(r"####\s*\$?(-?[0-9][0-9.,]*)")
 NUMBER = re.compile(r"-?[$0-9.,]{2,}|-?[0-9]+")
 
 
+# ---- the forgiving numeric reading (exact_match_numeric) ----------------------------------------
 def normalise(text: str) -> str:
     return text.replace(",", "").replace("$", "").strip().rstrip(".")
 
@@ -72,16 +76,27 @@ def prompt(sample: Sample) -> Request:
     return Request(sample.messages, GenerationConfig(temperature=0.0, max_tokens=256))
 
 
+METRICS = {
+    "exact_match_flexible": higher("exact match (lm-eval flexible-extract)"),
+    "exact_match_strict": higher("exact match (lm-eval strict-match)"),
+    "exact_match_numeric": higher("exact match (last number, numeric)"),
+}
+
+
 def score(sample: Sample, output: Output, ctx: ScoreContext) -> Score:
-    strict = extract_strict(output.text)
-    flexible = extract_flexible(output.text)
+    # lm-eval's reference is the full solution text; samples built elsewhere may only carry the number
+    solution = (sample.metadata or {}).get("solution") or f"#### {sample.target}"
+    strict = lmeval.strict_match(output.text)
+    flexible = lmeval.flexible_extract(output.text)
+    numeric = extract_flexible(output.text)
     return Score(
         values={
-            "exact_match": float(same_number(flexible, sample.target)),
-            "exact_match_strict": float(same_number(strict, sample.target)),
+            "exact_match_flexible": float(lmeval.exact_match(flexible, solution)),
+            "exact_match_strict": float(lmeval.exact_match(strict, solution)),
+            "exact_match_numeric": float(same_number(numeric, sample.target)),
         },
         answer=flexible,
-        explanation=f"strict={strict!r} flexible={flexible!r} target={sample.target!r}",
+        explanation=f"strict={strict!r} flexible={flexible!r} numeric={numeric!r} target={sample.target!r}",
     )
 
 
@@ -100,7 +115,7 @@ def gsm8k(data_file: str | None = None, hub: str | None = None) -> Task:
 
     content = f"hub:{hub}" if hub else file_hash(path, extra=INSTRUCTION)
     return Task(
-        name="gsm8k", version="1", load=load, prompt=prompt, score=score,
+        name="gsm8k", version="2", load=load, prompt=prompt, score=score,
         description="GSM8K test, zero-shot chat, final-answer exact match",
-        family="text", primary_metric="exact_match", content_hash=content,
+        family="text", primary_metric="exact_match_flexible", metrics=METRICS, content_hash=content,
     )
