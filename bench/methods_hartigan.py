@@ -33,7 +33,7 @@ def main() -> None:
     from sklearn.cluster import KMeans, kmeans_plusplus
     from sklearn.datasets import make_blobs
 
-    from harness.models.methods.hartigan_core import batched_hartigan, objective
+    from harness.tasks.methods.backends.hartigan_core import batched_hartigan, objective
 
     X, _ = make_blobs(args.n, args.d, centers=args.k, cluster_std=args.std, random_state=0)
     threads = os.environ["OMP_NUM_THREADS"]

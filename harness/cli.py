@@ -6,46 +6,56 @@ import sys
 from pathlib import Path
 from typing import Annotated, Any
 
+import click
 import typer
+from typer.core import TyperGroup
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+from harness.cli_support import DbOpt, fail, parse_kv
+from harness.cli_support import console as _console
+from harness.cli_support import sessions_for as _sessions
+
+__all__ = ["DbOpt", "app", "fail", "main", "parse_kv"]
+
+
+class _PluginGroup(TyperGroup):
+    """The top-level group: besides the core commands, each installed family's CLI (its manifest's
+    ``cli``) and each ``harness.cli`` entry point is a subcommand, imported only when it is run or
+    listed. A plugin that fails to load is reported on stderr and left out, never fatal."""
+
+    def _plugins(self) -> dict[str, str]:
+        from importlib.metadata import entry_points
+
+        from harness.families import families
+
+        found = {fam.command: fam.cli for fam in families().values() if fam.cli}
+        for ep in entry_points(group="harness.cli"):
+            found.setdefault(ep.name, ep.value)
+        return {name: target for name, target in found.items() if name not in self.commands}
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return [*super().list_commands(ctx), *sorted(self._plugins())]
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands:
+            target = self._plugins().get(cmd_name)
+            if target is not None:
+                try:
+                    from harness.families import resolve
+
+                    sub = resolve(target)
+                    cmd = typer.main.get_command(sub) if isinstance(sub, typer.Typer) else sub
+                except Exception as exc:
+                    print(f"warning: CLI plugin {cmd_name} ({target}) not loaded: {exc}", file=sys.stderr)
+                    return None
+                cmd.name = cmd_name
+                self.add_command(cmd, cmd_name)
+        return super().get_command(ctx, cmd_name)
+
+
+app = typer.Typer(cls=_PluginGroup, add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Evaluate models on tasks; every sample, score and cost goes to SQL.")
 db_app = typer.Typer(no_args_is_help=True, help="Database maintenance.")
 app.add_typer(db_app, name="db")
-
-DbOpt = Annotated[str | None, typer.Option("--db", help="Database URL (default $HARNESS_DB_URL or sqlite:///harness.db)")]
-
-
-def _console():  # type: ignore[no-untyped-def]
-    from rich.console import Console
-
-    return Console()
-
-
-def fail(message: str) -> None:
-    typer.echo(f"error: {message}", err=True)
-    raise typer.Exit(2)
-
-
-def parse_kv(items: list[str] | None, flag: str) -> dict[str, Any]:
-    from harness.modelspec import parse_value
-
-    out: dict[str, Any] = {}
-    for item in items or []:
-        key, eq, value = item.partition("=")
-        if not eq or not key:
-            fail(f"{flag} expects key=value, got {item!r}")
-        out[key.strip()] = parse_value(value)
-    return out
-
-
-def _sessions(db: str | None):  # type: ignore[no-untyped-def]
-    from harness.store.db import DatabaseError, open_db
-
-    try:
-        return open_db(db)
-    except DatabaseError as exc:
-        fail(str(exc))
 
 
 @app.command("eval")
@@ -299,23 +309,15 @@ def db_current(db: DbOpt = None) -> None:
         fail(str(exc))
 
 
-def _register_plugins() -> None:
-    """Each module in harness/commands/ adds its commands with ``register(app)`` (kept light:
-    heavy imports go inside the command functions)."""
-    import importlib
-    import pkgutil
+def _register_core_commands() -> None:
+    """The leaderboard and arena commands are part of the product, not plugins: mounted always."""
+    from harness.commands import arena, leaderboard
 
-    import harness.commands as pkg
-
-    for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda i: i.name):
-        try:
-            importlib.import_module(f"harness.commands.{info.name}").register(app)
-        except Exception as exc:  # a broken plugin must not take `harness eval` down with it
-            print(f"warning: CLI plugin harness.commands.{info.name} not loaded: {exc}", file=sys.stderr)
+    arena.register(app)
+    leaderboard.register(app)
 
 
-if __name__ != "__main__":  # `python -m harness.cli` registers them through the importable module
-    _register_plugins()
+_register_core_commands()
 
 
 def main() -> None:
@@ -326,7 +328,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    # plugins import helpers from `harness.cli`; run that module's app rather than this __main__ copy
-    from harness.cli import main as _main
-
-    _main()
+    main()

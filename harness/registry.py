@@ -1,15 +1,18 @@
 """Task and model registries: decorators, entry points, lazy discovery, did-you-mean.
 
-Built-in tasks live under ``harness.tasks.<family>`` and models under ``harness.models.<module>``;
-each module registers its factories with ``@task`` / ``@model`` when imported. Nothing is imported
-until a name is asked for, so ``harness --help`` stays fast: resolving ``gsm8k`` first tries the
-module of that name, and only an unknown name triggers discovery of everything (plus the
-``harness.tasks`` / ``harness.models`` entry-point groups of other installed distributions).
+Tasks and backends come from families (entry-point group ``harness.families``, see
+:mod:`harness.family`): each manifest names the modules whose ``@task`` / ``@model`` decorators
+register on import. Single tasks and backends of other distributions can still register under the
+``harness.tasks`` / ``harness.models`` groups, and the general backends (hf, openai, vllm, builtin,
+operators) are modules of ``harness.models``. Nothing is imported until a name is asked for, so
+``harness --help`` stays fast: resolving ``gsm8k`` first tries the module or family of that name,
+and only an unknown name triggers discovery of everything.
 """
 
 from __future__ import annotations
 
 import difflib
+import functools
 import importlib
 import pkgutil
 from collections.abc import Callable
@@ -44,11 +47,21 @@ def _first_line(text: str | None) -> str:
 
 
 def task(name: str, *, description: str = "", family: str = "") -> Callable[[Any], Any]:
-    """Register a task factory ``f(**options) -> Task``."""
+    """Register a task factory ``f(**options) -> Task``. Name, description and family are given
+    here once: the :class:`~harness.task.Task` the factory returns gets them filled in."""
 
     def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
         desc = description or _first_line(fn.__doc__)
-        _REGISTRY["task"][name] = Entry(name, fn, desc, "task", family)
+
+        @functools.wraps(fn)
+        def factory(*args: Any, **kwargs: Any) -> Any:
+            made = fn(*args, **kwargs)
+            made.name = made.name or name
+            made.description = made.description or desc
+            made.family = made.family or family
+            return made
+
+        _REGISTRY["task"][name] = Entry(name, factory, desc, "task", family)
         return fn
 
     return wrap
@@ -77,14 +90,29 @@ def _try_import(module: str) -> bool:
     return True
 
 
+def _family_modules(kind: Kind, name: str | None = None) -> list[str]:
+    """Modules that register a kind's entries: every family's, or (with ``name``) those of the
+    families the name plausibly belongs to (``alignment_refusal`` -> family ``alignment``)."""
+    from harness import families
+
+    out: list[str] = []
+    for fam in families.families().values():
+        if name is None or name == fam.name or name.startswith(fam.name + "_") or name.startswith(fam.name + "-"):
+            out.extend(fam.tasks if kind == "task" else fam.backends)
+    return out
+
+
 def discover(kind: Kind) -> None:
-    """Import every built-in module of a kind and load entry points (once)."""
+    """Import every family's modules of a kind, the general backends and single entry points (once)."""
     if _DISCOVERED[kind]:
         return
-    pkg = importlib.import_module(_PACKAGES[kind])
-    for info in pkgutil.iter_modules(pkg.__path__):
-        if not info.name.startswith("_"):
-            importlib.import_module(f"{_PACKAGES[kind]}.{info.name}")
+    for module in _family_modules(kind):
+        importlib.import_module(module)
+    if kind == "model":
+        pkg = importlib.import_module(_PACKAGES[kind])
+        for info in pkgutil.iter_modules(pkg.__path__):
+            if not info.name.startswith("_"):
+                importlib.import_module(f"{_PACKAGES[kind]}.{info.name}")
     group = "harness.tasks" if kind == "task" else "harness.models"
     for ep in entry_points(group=group):
         if ep.name in _REGISTRY[kind]:
@@ -101,9 +129,14 @@ def lookup(kind: Kind, name: str) -> Entry:
     reg = _REGISTRY[kind]
     if name in reg:
         return reg[name]
-    # fast path: a module named after the task/backend (e.g. harness.tasks.gsm8k)
-    if name.isidentifier() and _try_import(f"{_PACKAGES[kind]}.{name}") and name in reg:
+    # fast paths: a general backend module of that name (harness.models.openai), then the modules of
+    # the family the name belongs to; only an unknown name pays for importing everything
+    if kind == "model" and name.isidentifier() and _try_import(f"{_PACKAGES[kind]}.{name}") and name in reg:
         return reg[name]
+    for module in _family_modules(kind, name):
+        importlib.import_module(module)
+        if name in reg:
+            return reg[name]
     discover(kind)
     if name in reg:
         return reg[name]

@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from harness.types import Metric, Output, Request, Sample, Score
+from harness.types import Metric, MetricInfo, Output, Request, Sample, Score
 
 if TYPE_CHECKING:
     from harness.model import Model
@@ -49,17 +49,28 @@ class SampleRecord:
 ScoreFn = Callable[[Sample, Output, ScoreContext], "Score | Awaitable[Score]"]
 
 
-@dataclass
+def messages_prompt(sample: Sample) -> Request:
+    """The default prompt: the sample's own messages, default generation settings."""
+    return Request(list(sample.messages))
+
+
+@dataclass(kw_only=True)
 class Task:
-    name: str
+    """What a task factory returns. ``name``, ``description`` and ``family`` come from the ``@task``
+    registration (the registry fills them in when the factory returns); a factory need not repeat
+    them. ``metrics`` declares each metric's direction, scale and display name: the leaderboard
+    ranks only metrics declared here, and never guesses a direction from a name."""
+
     version: str
     load: Callable[[], Iterable[Sample]]
-    prompt: Callable[[Sample], Request]
     score: ScoreFn
+    prompt: Callable[[Sample], Request] = messages_prompt
+    name: str = ""
     description: str = ""
     family: str = ""
     modalities: frozenset[str] = frozenset({"text"})
     primary_metric: str = "accuracy"
+    metrics: dict[str, MetricInfo] = field(default_factory=dict)
     # metadata keys whose values get their own metric rows (category, modality, duration bin, ...)
     breakdowns: tuple[str, ...] = ()
     # custom aggregation; default: mean of every score value with bootstrap CI, plus breakdowns
@@ -71,3 +82,7 @@ class Task:
     options: dict[str, Any] = field(default_factory=dict)
     # train split for fit-then-predict backends (training methods as models)
     train: Callable[[], Iterable[Sample]] | None = None
+
+    def metric_info(self, name: str) -> MetricInfo | None:
+        """The declaration of a metric (breakdown rows share their metric's); None if undeclared."""
+        return self.metrics.get(name)

@@ -217,6 +217,44 @@ class Score:
         return Score(unscored=reason, details=dict(details))
 
 
+Direction = Literal["higher", "lower"]
+Scale = Literal["fraction", "percent", "raw"]
+
+
+@dataclass(frozen=True, slots=True)
+class MetricInfo:
+    """What a task declares about one metric, so nothing downstream guesses from its name.
+
+    ``direction``: ``"higher"`` or ``"lower"`` is better, ``None`` when neither (a count, a cost
+    reported for information): such a metric is shown but never ranked. ``scale``: ``"fraction"``
+    (0..1), ``"percent"`` (0..100) or ``"raw"`` (unbounded); charts take their axes from it and
+    cross-task aggregates never mix scales. ``display``: the human name on pages and tables."""
+
+    direction: Direction | None = "higher"
+    scale: Scale = "fraction"
+    display: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"direction": self.direction, "scale": self.scale, "display": self.display}
+
+    @staticmethod
+    def from_dict(d: dict[str, Any] | None) -> MetricInfo:
+        d = d or {}
+        return MetricInfo(d.get("direction"), d.get("scale", "raw"), d.get("display", ""))
+
+
+def higher(display: str = "", scale: Scale = "fraction") -> MetricInfo:
+    return MetricInfo("higher", scale, display)
+
+
+def lower(display: str = "", scale: Scale = "raw") -> MetricInfo:
+    return MetricInfo("lower", scale, display)
+
+
+def neutral(display: str = "", scale: Scale = "raw") -> MetricInfo:
+    return MetricInfo(None, scale, display)
+
+
 @dataclass(slots=True)
 class Metric:
     """One aggregate number with its uncertainty; breakdown rows carry a key and value."""

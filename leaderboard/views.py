@@ -216,18 +216,16 @@ def task_view(sessions: sessionmaker[Session], name: str) -> View:
 
 
 def _task_chart(sessions: sessionmaker[Session], name: str) -> dict | None:
-    """The task family's own chart, when its package has ``analysis.chart(sessions, task)`` (DSGG's
-    precision-recall view, reliability's quality-cost front). A failing hook costs the page its
-    extra chart, not the page."""
-    import importlib
+    """The task family's own chart, when its manifest declares one (DSGG's precision-recall view,
+    reliability's quality-cost front). A failing hook costs the page its extra chart, not the page."""
     import logging
 
+    from harness.families import chart_hook
     from harness.registry import UnknownNameError, lookup
 
     try:
-        package = lookup("task", name).factory.__module__.rsplit(".", 1)[0]
-        hook = getattr(importlib.import_module(f"{package}.analysis"), "chart", None)
-    except (UnknownNameError, ModuleNotFoundError):
+        hook = chart_hook(lookup("task", name).factory.__module__)
+    except (UnknownNameError, ImportError, AttributeError):
         return None
     if hook is None:
         return None
@@ -309,7 +307,7 @@ def run_view(sessions: sessionmaker[Session], run_id: int, media_roots: list[Pat
         metrics = queries.metrics_of(s, [run_id])
         total, rows = queries.sample_page(s, run_id, q=q, status=status, page=page, per_page=per_page)
         stored = queries.judgements_for(s, run_id, [(r.sample_id, r.epoch) for r in rows])
-    from harness.tasks.alignment.redact import is_hidden, redact_details
+    from harness.families import is_hidden, redact_details
 
     samples = []
     for r in rows:
@@ -348,7 +346,7 @@ def sample_dicts(sessions: sessionmaker[Session], run_id: int, *, page: int, per
         if s.get(RunRow, run_id) is None:
             raise NotFound(f"no run with id {run_id}")
         total, rows = queries.sample_page(s, run_id, q=q, status=status, page=page, per_page=per_page)
-    from harness.tasks.alignment.redact import redact_row
+    from harness.families import redact_row
 
     return total, [redact_row({c: _jsonable(getattr(r, c)) for c in COLUMNS}) for r in rows]
 
@@ -366,7 +364,7 @@ def iter_sample_jsonl(sessions: sessionmaker[Session], run_id: int, chunk: int =
     import json
 
     from harness.export import COLUMNS
-    from harness.tasks.alignment.redact import redact_row
+    from harness.families import redact_row
 
     cols = [getattr(SampleResultRow, c) for c in COLUMNS]
     last_id = 0

@@ -8,6 +8,15 @@ export HARNESS_ROOT="$PWD"
 export PIP_DISABLE_PIP_VERSION_CHECK=1 OMP_NUM_THREADS=1 HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 export HARNESS_CACHE_DIR="${HARNESS_CACHE_DIR:-$HOME/.cache/harness}"
 mkdir -p "$HARNESS_CACHE_DIR"
+# Our own virtual environment unless one is active: what the machine's interpreter happens to
+# carry must never decide whether the suite passes. Reused across runs (the pins decide versions).
+if [ -z "${VIRTUAL_ENV:-}" ] && python3 -c 'import sys; sys.exit(sys.prefix != sys.base_prefix)'; then
+  TEST_VENV="$HARNESS_CACHE_DIR/venvs/test-py$(python3 -c 'import sys; print(f"{sys.version_info[0]}{sys.version_info[1]}")')"
+  [ -x "$TEST_VENV/bin/python" ] || python3 -m venv "$TEST_VENV"
+  # shellcheck disable=SC1091
+  source "$TEST_VENV/bin/activate"
+  echo "== virtual environment: $TEST_VENV"
+fi
 for fragment in tests/setup.d/*.sh; do
   echo "== setup: $fragment"
   # shellcheck disable=SC1090

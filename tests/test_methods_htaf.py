@@ -12,7 +12,7 @@ import asyncio  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from harness.models.methods.htaf_core import (  # noqa: E402
+from harness.tasks.methods.backends.htaf_core import (  # noqa: E402
     BinaryUnit,
     htaf,
     htaf_derivative,

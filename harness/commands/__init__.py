@@ -1,1 +1,3 @@
-"""CLI plugins: each module here defines ``register(app: typer.Typer)`` and adds its commands."""
+"""The core's own subcommands besides those in :mod:`harness.cli`: the leaderboard (serve, push,
+tokens) and the arena. Families add theirs through their manifests, other packages through the
+``harness.cli`` entry-point group."""

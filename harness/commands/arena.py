@@ -7,7 +7,9 @@ from typing import Annotated
 
 import typer
 
-from harness.cli import DbOpt, _console, _sessions, fail
+from harness.cli_support import DbOpt, fail
+from harness.cli_support import console as _console
+from harness.cli_support import sessions_for as _sessions
 
 arena_app = typer.Typer(no_args_is_help=True, help="Human-preference arena: ratings, voter audit, demo data.")
 

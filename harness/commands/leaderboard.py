@@ -8,21 +8,9 @@ from typing import Annotated
 
 import typer
 
-DbOpt = Annotated[str | None, typer.Option("--db", help="Database URL (default $HARNESS_DB_URL or sqlite:///harness.db)")]
-
-
-def _fail(message: str) -> None:
-    typer.echo(f"error: {message}", err=True)
-    raise typer.Exit(2)
-
-
-def _sessions(db: str | None):  # type: ignore[no-untyped-def]
-    from harness.store.db import DatabaseError, open_db
-
-    try:
-        return open_db(db)
-    except DatabaseError as exc:
-        _fail(str(exc))
+from harness.cli_support import DbOpt
+from harness.cli_support import fail as _fail
+from harness.cli_support import sessions_for as _sessions
 
 
 def _create_token(db: str | None, name: str) -> None:

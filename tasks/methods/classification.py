@@ -4,7 +4,7 @@ Data: scikit-learn's bundled digits (8x8 images), breast_cancer and wine, split 
 stratified ``train_test_split(test_size=0.25, random_state=split_seed)`` (digits: 1347 / 450, the
 split of the reference runs in ../shared/notes/training-methods.md).
 
-Per sample (a backend answers with one prediction per trained seed, see models/methods/htaf.py):
+Per sample (a backend answers with one prediction per trained seed, see backends/htaf.py):
 ``soft_accuracy`` (surrogate activations), ``hard_accuracy`` (every binary unit thresholded),
 ``gap`` = soft - hard, ``concept_sparsity`` = fraction of the last binary layer's units that are
 off, each averaged over seeds. The aggregate adds per-seed rows (breakdown ``seed``) and the

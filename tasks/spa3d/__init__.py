@@ -1,6 +1,2 @@
 """3DSPA: reference-free video realism from 3D semantic point trajectories (tasks spa3d_pairs,
 spa3d_ratings, spa3d_recon); see README.md."""
-
-from harness.tasks.spa3d.task import spa3d_pairs, spa3d_ratings, spa3d_recon
-
-__all__ = ["spa3d_pairs", "spa3d_ratings", "spa3d_recon"]

@@ -3,7 +3,7 @@
 
 The model under test is the realism scorer itself: ``spa3d:fit`` (train the autoencoder on the
 task's train split of realistic tracks, then score) or ``spa3d:/path/to/checkpoint.pt`` (see
-models/spa3d.py). Each sample's user message carries the files to score as media parts
+backend.py). Each sample's user message carries the files to score as media parts
 (``points`` for ``.npz`` tracks, ``video`` for videos); the model returns one metrics dict per file
 in ``Output.prediction["scores"]`` and the task compares them.
 """

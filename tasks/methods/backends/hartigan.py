@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.models.methods.common import (
+from harness.tasks.methods.backends.common import (
     FeatureError,
     TrainProgress,
     data_hash,
@@ -55,7 +55,7 @@ def run_clustering(family: str, variant: str, X: Any, k: int, seed: int, *, max_
     """Cluster X with one algorithm from shared k-means++ seeds; returns the fit record + state."""
     import numpy as np
 
-    from harness.models.methods.hartigan_core import batched_hartigan, objective, sequential_hartigan
+    from harness.tasks.methods.backends.hartigan_core import batched_hartigan, objective, sequential_hartigan
 
     init = kmeanspp_seeds(X, k, seed)
     t0 = time.perf_counter()

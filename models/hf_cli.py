@@ -9,9 +9,6 @@ import typer
 hf_app = typer.Typer(no_args_is_help=True, help="transformers backend: prepare embedded models, quick generation.")
 
 
-def register(app: typer.Typer) -> None:
-    app.add_typer(hf_app, name="hf")
-
 
 def _fail(message: str) -> None:
     typer.echo(f"error: {message}", err=True)
@@ -55,7 +52,7 @@ def generate_cmd(
     """Generate one reply (prints text, token counts and seconds): a smoke test of a model spec."""
     import asyncio
 
-    from harness.cli import parse_kv
+    from harness.cli_support import parse_kv
     from harness.model import close_model
     from harness.modelspec import ModelSpecError, build_model
     from harness.registry import UnknownNameError

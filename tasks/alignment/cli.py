@@ -34,7 +34,7 @@ def suite_cmd(
     progress: Annotated[bool, typer.Option("--progress/--no-progress")] = True,
 ) -> None:
     """Run every alignment probe (default options) on one model; prints the run names for `profile`."""
-    from harness.cli import fail, parse_kv
+    from harness.cli_support import fail, parse_kv
     from harness.runner import EvalConfig, RunConfigError, evaluate
 
     tasks = list(only) if only else list(SUITE)
@@ -68,7 +68,8 @@ def profile_cmd(
     from rich.console import Console
     from rich.table import Table
 
-    from harness.cli import _sessions, fail
+    from harness.cli_support import fail
+    from harness.cli_support import sessions_for as _sessions
     from harness.tasks.alignment import profile as prof
 
     sessions = _sessions(db)
@@ -99,6 +100,3 @@ def profile_cmd(
         if path is not None:
             typer.echo(f"wrote {path}")
 
-
-def register(app: typer.Typer) -> None:
-    app.add_typer(alignment_app, name="alignment")

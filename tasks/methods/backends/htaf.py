@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.models.methods.common import (
+from harness.tasks.methods.backends.common import (
     FeatureError,
     TrainProgress,
     data_hash,
@@ -67,7 +67,7 @@ class BinaryNetModel:
     fit_error: str | None = None
 
     def config(self) -> Any:
-        from harness.models.methods.htaf_core import TrainConfig
+        from harness.tasks.methods.backends.htaf_core import TrainConfig
 
         kw: dict[str, Any] = {"arch": self.arch, "act": self.act}
         if self.arch == "heaviside":
@@ -107,7 +107,7 @@ class BinaryNetModel:
         state = load_fit("binnet", key) if self.settings.get("cache", True) else None
         cached = state is not None
         if state is None:
-            from harness.models.methods.htaf_core import train_nets
+            from harness.tasks.methods.backends.htaf_core import train_nets
 
             if self.arch == "icbm":  # one scale for the whole image keeps its spatial structure
                 mean, std = np.full(X.shape[1], X.mean()), np.full(X.shape[1], X.std() or 1.0)
@@ -127,7 +127,7 @@ class BinaryNetModel:
     async def generate(self, requests: Sequence[Request]) -> list[Output]:
         import numpy as np
 
-        from harness.models.methods.htaf_core import predict
+        from harness.tasks.methods.backends.htaf_core import predict
 
         if self.state is None:
             return not_fitted(self.spec, self.fit_error, len(requests))

@@ -8,13 +8,12 @@ from typing import Annotated
 
 import typer
 
-from harness.cli import DbOpt, _console, _sessions, fail
+from harness.cli_support import DbOpt, fail
+from harness.cli_support import console as _console
+from harness.cli_support import sessions_for as _sessions
 
 code3d_app = typer.Typer(no_args_is_help=True, help="3DCodeBench: pairwise judging of stored runs.")
 
-
-def register(app: typer.Typer) -> None:
-    app.add_typer(code3d_app, name="code3d")
 
 
 @code3d_app.command("judge")
@@ -35,7 +34,7 @@ def judge_cmd(
 
     from rich.table import Table
 
-    from harness.cli import parse_kv
+    from harness.cli_support import parse_kv
     from harness.data import read_jsonl
     from harness.model import close_model
     from harness.modelspec import build_model

@@ -10,9 +10,6 @@ import typer
 spa3d_app = typer.Typer(no_args_is_help=True, help="3DSPA: synthetic physics data, training, realism scores.")
 
 
-def register(app: typer.Typer) -> None:
-    app.add_typer(spa3d_app, name="spa3d")
-
 
 @spa3d_app.command("synth")
 def synth_cmd(

@@ -32,7 +32,8 @@ def report_cmd(
     from rich.console import Console
     from rich.table import Table
 
-    from harness.cli import _sessions, fail
+    from harness.cli_support import fail
+    from harness.cli_support import sessions_for as _sessions
     from harness.tasks.reliability import analysis
 
     if not 0.0 < train_frac < 1.0:
@@ -93,7 +94,8 @@ def fit_router_cmd(
     db: Annotated[str | None, typer.Option("--db", help="Database URL (default $HARNESS_DB_URL)")] = None,
 ) -> None:
     """Fit the SemKNN router on every sample of TASK's stored runs, for the `semknn` operator."""
-    from harness.cli import _sessions, fail
+    from harness.cli_support import fail
+    from harness.cli_support import sessions_for as _sessions
     from harness.models.operators.routed import save_router
     from harness.tasks.reliability import analysis
 
@@ -109,6 +111,3 @@ def fit_router_cmd(
     for i, (name, spec) in enumerate(zip(router.techniques, specs, strict=True)):
         typer.echo(f"  {i}. {spec}    ({name}, mean cost {router.cost[i]:.2f})")
 
-
-def register(app: typer.Typer) -> None:
-    app.add_typer(reliability_app, name="reliability")

@@ -1,0 +1,9 @@
+"""Family manifest: LongShOTBench (entry-point group ``harness.families``)."""
+
+from harness.family import Family
+
+FAMILY = Family(
+    name="longshot",
+    title="LongShOTBench",
+    tasks=("harness.tasks.longshot.task",),
+)
