@@ -321,10 +321,14 @@ _register_core_commands()
 
 
 def main() -> None:
+    from harness.resources import MissingResourceError
+
     try:
         app()
     except BrokenPipeError:  # `harness runs | head`
         sys.exit(0)
+    except MissingResourceError as exc:  # an installation without its data files: one line, no traceback
+        sys.exit(f"error: {exc}")
 
 
 if __name__ == "__main__":

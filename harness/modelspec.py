@@ -22,12 +22,13 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from harness.registry import UnknownNameError, lookup
+from harness.resources import package_data
 
-ALIAS_DIR = Path(__file__).resolve().parent.parent / "models" / "aliases"
+# The installed package's cards (harness/models/aliases), wherever the wheel was installed.
+ALIAS_DIR = package_data("harness.models", "aliases")
 
 
 class ModelSpecError(ValueError):

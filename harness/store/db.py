@@ -15,13 +15,20 @@ from sqlalchemy import Engine, create_engine, event, inspect, text
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
+# Beside this module in the installed package (the wheel ships the folder), never in a checkout.
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 
 
 def head_revision() -> str:
     """Newest migration id. Files are named ``NNNN_what.py`` with ``revision = "NNNN"`` and each
     revises the one before, so the head is the largest number (no Alembic import at start-up)."""
-    return max(p.name.split("_", 1)[0] for p in (MIGRATIONS / "versions").glob("[0-9]*_*.py"))
+    revisions = [p.name.split("_", 1)[0] for p in (MIGRATIONS / "versions").glob("[0-9]*_*.py")]
+    if not revisions:
+        raise DatabaseError(
+            f"this harness installation has no migrations in {MIGRATIONS / 'versions'} "
+            "(harness/store/migrations/versions is missing from the package); reinstall it from a complete wheel"
+        )
+    return max(revisions)
 
 
 class DatabaseError(RuntimeError):
@@ -83,6 +90,7 @@ def alembic_config(engine: Engine):  # type: ignore[no-untyped-def]
 def upgrade(engine: Engine, revision: str = "head") -> str | None:
     from alembic import command
 
+    head_revision()  # a package without its migrations fails here in one line, not deep inside Alembic
     command.upgrade(alembic_config(engine), revision)
     return current_revision(engine)
 
