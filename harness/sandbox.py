@@ -4,42 +4,70 @@
 ``spawn_sandboxed`` starts one with the same containment and hands back the live process (for warm
 worker pools that take jobs over stdin/stdout); ``run_python(code)`` is the common case.
 
+Why this is a shared core service: several task families run code a model wrote (HumanEval
+completions in ``tasks/reliability``, Blender scripts in ``tasks/code3d``) and any future family that
+executes model output will too. Isolation is easy to get subtly wrong (a readable results database,
+a forgotten socket, an exit status the program controls), so it is done once, here, tested here,
+and every family calls this module instead of ``subprocess`` directly.
+
 Containment when running as root with util-linux ``unshare`` (the CI and dev machines here):
 
+* **filesystem (allow-list)**: a new mount namespace whose root is an empty tmpfs; only these are
+  bind-mounted into it, read-only: the system's ``/usr`` tree (and the ``/bin``, ``/lib*`` links
+  into it), a few loader/locale files from ``/etc`` (``SYSTEM_READ_PATHS``), the interpreter's
+  prefix (for a venv also its base interpreter's) and ``read_paths``; the work dir and
+  ``allow_write_paths`` are bound writable. Nothing else of the host exists inside: not the
+  caller's folder (``./harness.db``), not ``/tmp``, ``/home``, ``/root``, ``/run`` or any Unix
+  socket outside those paths. ``/dev`` holds only null/zero/full/random/urandom and a private
+  64 MB ``/dev/shm``; ``/proc`` is the sandbox's own. Every mount is ``nosuid`` (checked before the
+  program starts, with write probes on every read-only mount);
+* **work dir**: a size-limited tmpfs (``workdir_mb``) mounted on the host side, so outputs can be
+  read back after the run and a write loop cannot fill the disk (it ends with ENOSPC);
+  ``allow_write_paths`` are the caller's own folders and are *not* size-limited beyond
+  ``RLIMIT_FSIZE`` per file;
 * **network**: a new, empty network namespace (not even loopback is up), so a connect to a port
-  listening on the host's 127.0.0.1 fails with ENETUNREACH;
+  listening on the host's 127.0.0.1 fails with ENETUNREACH (abstract Unix sockets are per network
+  namespace too);
+* **IPC**: a new IPC namespace: SysV shared memory, semaphores and message queues are private and
+  destroyed with the run;
 * **processes**: a new PID namespace whose init is the sandboxed program: when it exits or is
   killed, the kernel kills everything it left behind (fork bombs, daemons); ``RLIMIT_NPROC`` under a
   dedicated, randomly chosen uid (200000-299999, no passwd entry) caps how many it may have at once
-  (the cap counts per uid, so each run gets its own uid);
-* **filesystem**: a new mount namespace in which other users' and jobs' places (``HIDDEN_DIRS``:
-  /tmp, /var/tmp, /root, /home, /run, /mnt, ...) are covered with empty tmpfs, the work dir,
-  ``allow_write_paths``, the interpreter's prefix and ``read_paths`` are bind-mounted back into
-  them, and then every mount is remounted read-only except the work dir and ``allow_write_paths``
-  (verified by write probes before the program starts); a fresh small tmpfs covers /dev/shm. The
-  program runs as the unprivileged uid, so it cannot undo any of it. The rest of the system (/usr,
-  /etc, the repository) stays readable, as an interpreter needs;
-* **resources**: ``RLIMIT_AS`` = memory_mb, ``RLIMIT_CPU`` ~ timeout, ``RLIMIT_FSIZE`` (per file;
-  there is no quota on the number of files in the work dir), no core dumps, plus a wall-clock
-  timeout enforced by the parent (SIGKILL of the whole namespace);
+  (the cap counts per uid, so each run gets its own uid); ``no_new_privs`` is set before exec;
+* **memory**: ``memory_mb`` caps the whole process tree with a memory cgroup (v2 ``memory.max``
+  where the controller is delegated, else v1 ``memory.limit_in_bytes``; tmpfs pages written by the
+  program count too); an OOM kill in it ends as status ``memory``. Where no cgroup can be made the
+  cap is ``RLIMIT_AS`` per process only (a program can exceed ``memory_mb`` with several
+  processes) and ``isolation`` says so: ``"full"`` versus ``"namespaces, memory per process"``.
+  ``RLIMIT_AS`` = memory_mb is applied per process in every mode;
+* **other resources**: ``RLIMIT_CPU`` ~ timeout, ``RLIMIT_FSIZE`` (per file), no core dumps, plus a
+  wall-clock timeout enforced by the parent (SIGKILL of the whole namespace);
 * **environment**: a clean one (PATH, HOME and TMPDIR = the work dir, LANG), plus ``env``.
 
 Without root or namespaces (``isolation="best-effort"`` on the result) it still applies the rlimits,
-the private cwd/HOME, the clean environment and the timeout, but network and filesystem writes are
-*not* contained; callers that need those guarantees must check ``result.isolation``.
+the private cwd/HOME, the clean environment and the timeout, but network, filesystem reads and writes
+are *not* contained; callers that need those guarantees must check ``result.isolation`` (the
+HumanEval scorer refuses to run unsandboxed unless told to).
+
+The sandbox does not decide whether a program *succeeded*: the exit status is the program's to
+choose (``atexit(os._exit, 0)``), so verdicts must come from a channel the program cannot forge
+(see ``tasks/reliability/humaneval.py``).
 
 Cost: ~0.55 s per ``run_python("print(1)")`` here versus ~0.25 s without the namespaces.
 
 Statuses: ``ok`` (exit 0), ``error`` (non-zero exit), ``timeout`` (wall clock or CPU limit),
-``memory`` (the address-space limit was hit: a MemoryError / bad_alloc / allocation failure in
-stderr with a non-zero exit), ``killed`` (ended by a signal we did not send).
+``memory`` (the cgroup OOM-killed a process, or the address-space limit was hit: a MemoryError /
+bad_alloc / allocation failure in stderr with a non-zero exit), ``killed`` (ended by a signal we did
+not send).
 """
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import random
+import secrets
 import shutil
 import signal
 import subprocess
@@ -56,13 +84,24 @@ SandboxStatus = Literal["ok", "error", "timeout", "memory", "killed"]
 # stdout/stderr are read back truncated to this many bytes each (a print loop must not fill our RAM)
 OUTPUT_LIMIT_BYTES = 1_000_000
 DEFAULT_FILE_SIZE_MB = 512
+DEFAULT_WORKDIR_MB = 512
 DEFAULT_NPROC = 64
+ISOLATION_FULL = "full"
+ISOLATION_PER_PROCESS_MEMORY = "namespaces, memory per process"
+ISOLATION_BEST_EFFORT = "best-effort"
 _UID_RANGE = (200_000, 299_999)
 _MEMORY_MARKERS = ("MemoryError", "std::bad_alloc", "Cannot allocate memory", "out of memory", "Out of memory")
 _BASE_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"}
-# Covered with an empty tmpfs inside the sandbox (other users' and jobs' files: temp dirs, homes,
-# runtime sockets); the work dir, allow_write_paths and read paths under them are mapped back.
-HIDDEN_DIRS = ("/root", "/home", "/tmp", "/var/tmp", "/run", "/mnt", "/media", "/srv")
+# The only host paths (besides the interpreter's prefix, read_paths and the writable ones) that exist
+# inside the sandbox, all read-only: the system's programs and shared libraries and the few /etc
+# files the dynamic loader, locale and font code read. Missing ones are skipped.
+SYSTEM_READ_PATHS = (
+    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
+    "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime", "/etc/nsswitch.conf",
+    "/etc/mime.types", "/etc/fonts",
+)  # fmt: skip
+_CGROUP_ROOT = Path("/sys/fs/cgroup")
+_MNT_DETACH = 2
 
 
 @dataclass
@@ -73,7 +112,7 @@ class SandboxResult:
     stderr: str
     seconds: float
     workdir: Path
-    isolation: str = "full"  # "full" (namespaces + uid) or "best-effort" (rlimits/cwd/env only)
+    isolation: str = ISOLATION_FULL  # see the module docstring: full / namespaces, memory per process / best-effort
     details: dict[str, object] = field(default_factory=dict)
 
     @property
@@ -81,7 +120,106 @@ class SandboxResult:
         return self.status == "ok"
 
     def cleanup(self) -> None:
-        shutil.rmtree(self.workdir, ignore_errors=True)
+        _remove_workdir(self.workdir)
+
+
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def _remove_workdir(workdir: Path) -> None:
+    if os.path.ismount(workdir):
+        _libc().umount2(str(workdir).encode(), _MNT_DETACH)
+    shutil.rmtree(workdir, ignore_errors=True)
+
+
+@dataclass
+class MemoryCgroup:
+    """A throwaway memory cgroup capping a whole sandboxed process tree."""
+
+    path: Path
+    version: int  # 1 or 2
+
+    @classmethod
+    def create(cls, limit_bytes: int) -> MemoryCgroup | None:
+        """A new cgroup under ours with the limit set, or None where none can be made here."""
+        name = f"harness-sandbox-{os.getpid()}-{secrets.token_hex(4)}"
+        for version, parent in _cgroup_parents():
+            path = parent / name
+            try:
+                path.mkdir()
+            except OSError:
+                continue
+            try:
+                if version == 2:
+                    (path / "memory.max").write_text(str(limit_bytes))
+                    if (path / "memory.swap.max").exists():
+                        (path / "memory.swap.max").write_text("0")
+                else:
+                    (path / "memory.limit_in_bytes").write_text(str(limit_bytes))
+                    if (path / "memory.memsw.limit_in_bytes").exists():
+                        (path / "memory.memsw.limit_in_bytes").write_text(str(limit_bytes))
+                return cls(path, version)
+            except OSError:
+                _rmdir_retry(path, 0.0)
+        return None
+
+    @property
+    def procs(self) -> str:
+        return str(self.path / "cgroup.procs")
+
+    def oom_kills(self) -> int:
+        name = "memory.events" if self.version == 2 else "memory.oom_control"
+        try:
+            for line in (self.path / name).read_text().splitlines():
+                key, _, value = line.partition(" ")
+                if key == "oom_kill":
+                    return int(value)
+        except (OSError, ValueError):
+            pass
+        return 0
+
+    def remove(self) -> None:
+        _rmdir_retry(self.path, 5.0)
+
+
+def _rmdir_retry(path: Path, timeout_s: float) -> None:
+    # the PID namespace's members may take a moment to be reaped after its init died (EBUSY until then)
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            path.rmdir()
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            if time.monotonic() >= deadline:
+                return
+            time.sleep(0.02)
+
+
+def _cgroup_parents() -> list[tuple[int, Path]]:
+    """Where a child memory cgroup may go: our own v2 cgroup when it delegates the memory controller
+    to children, then our v1 memory cgroup."""
+    out: list[tuple[int, Path]] = []
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        return out
+    for line in lines:
+        hierarchy, controllers, rel = line.split(":", 2)
+        if hierarchy == "0" and controllers == "":
+            for base in (_CGROUP_ROOT, _CGROUP_ROOT / "unified"):
+                parent = base / rel.lstrip("/")
+                try:
+                    if "memory" in (parent / "cgroup.subtree_control").read_text().split():
+                        out.insert(0, (2, parent))
+                        break
+                except OSError:
+                    continue
+        elif "memory" in controllers.split(","):
+            out.append((1, _CGROUP_ROOT / "memory" / rel.lstrip("/")))
+    return out
 
 
 @dataclass
@@ -94,12 +232,14 @@ class SandboxProcess:
     isolation: str
     started: float
     restore: list[tuple[str, int, int]] = field(default_factory=list)  # (path, uid, gid) to chown back
+    cgroup: MemoryCgroup | None = None
+    details: dict[str, object] = field(default_factory=dict)
 
     def kill(self) -> None:
         # SIGKILL to unshare; --kill-child then SIGKILLs the namespace's init, and the kernel the rest.
         # In best-effort mode the program leads its own session: kill the process group.
         try:
-            if self.isolation == "full":
+            if self.isolation != ISOLATION_BEST_EFFORT:
                 inits = _children(self.popen.pid)
                 for child in inits:  # the namespace's init: its death ends them all
                     os.kill(child, signal.SIGKILL)
@@ -115,6 +255,9 @@ class SandboxProcess:
             pass
         self.release()
 
+    def oom_kills(self) -> int:
+        return self.cgroup.oom_kills() if self.cgroup is not None else 0
+
     def release(self) -> None:
         for path, uid, gid in self.restore:
             try:
@@ -122,9 +265,13 @@ class SandboxProcess:
             except OSError:
                 pass
         self.restore.clear()
+        if self.cgroup is not None and self.popen.poll() is not None:
+            self.cgroup.remove()
 
     def cleanup(self) -> None:
-        shutil.rmtree(self.workdir, ignore_errors=True)
+        if self.cgroup is not None:
+            self.cgroup.remove()
+        _remove_workdir(self.workdir)
 
 
 def _children(pid: int) -> list[int]:
@@ -145,9 +292,23 @@ def _wait_gone(pids: list[int], timeout_s: float) -> None:
         time.sleep(0.02)
 
 
+_UNSHARE = ["unshare", "--net", "--mount", "--pid", "--ipc", "--uts", "--fork", "--kill-child"]
+
+
 def namespaces_available() -> bool:
     """True when full isolation is possible: root plus a working ``unshare`` binary."""
     return _namespaces_available()
+
+
+def missing_isolation() -> str | None:
+    """None when namespaces work, else a one-line reason naming what is missing."""
+    if os.geteuid() != 0:
+        return "the sandbox needs root (user namespaces are not used) to create mount/PID/network/IPC namespaces"
+    if shutil.which("unshare") is None:
+        return "the sandbox needs util-linux 'unshare' on PATH"
+    if not _namespaces_available():
+        return "'unshare --net --mount --pid --ipc' fails here (namespaces are not permitted in this container)"
+    return None
 
 
 _NS_CACHE: dict[str, bool] = {}
@@ -157,11 +318,7 @@ def _namespaces_available() -> bool:
     if "ok" not in _NS_CACHE:
         ok = os.geteuid() == 0 and shutil.which("unshare") is not None
         if ok:
-            probe = subprocess.run(
-                ["unshare", "--net", "--mount", "--pid", "--fork", "--kill-child", "--mount-proc", "true"],
-                capture_output=True,
-                timeout=30,
-            )
+            probe = subprocess.run([*_UNSHARE, "true"], capture_output=True, timeout=30)
             ok = probe.returncode == 0
         _NS_CACHE["ok"] = ok
     return _NS_CACHE["ok"]
@@ -192,6 +349,14 @@ def _write_cwd_files(workdir: Path, cwd_files: Mapping[str, bytes | str] | None)
         target.write_bytes(content.encode() if isinstance(content, str) else content)
 
 
+def _mount_workdir_tmpfs(workdir: Path, size_mb: int) -> bool:
+    """Mount a size-limited tmpfs on the (new, empty) work dir on the host side, so its files outlive
+    the namespace for the caller to read; False where mounting is not allowed."""
+    opts = f"size={int(size_mb)}m,nr_inodes=65536,mode=0700".encode()
+    rc = _libc().mount(b"tmpfs", str(workdir).encode(), b"tmpfs", ctypes.c_ulong(2 | 4), opts)  # nosuid|nodev
+    return rc == 0
+
+
 def spawn_sandboxed(
     argv: Sequence[str],
     *,
@@ -203,19 +368,29 @@ def spawn_sandboxed(
     read_paths: Sequence[str] = (),
     nproc: int = DEFAULT_NPROC,
     file_size_mb: int = DEFAULT_FILE_SIZE_MB,
+    workdir_mb: int = DEFAULT_WORKDIR_MB,
     stdin: int | IO[bytes] | None = subprocess.PIPE,
     stdout: int | IO[bytes] | None = subprocess.PIPE,
     stderr: int | IO[bytes] | None = subprocess.PIPE,
     workdir: Path | None = None,
+    pass_fds: Sequence[int] = (),
 ) -> SandboxProcess:
     """Start ``argv`` contained as described in the module docstring; the caller owns the process.
 
     ``timeout_s`` here only sets the CPU-time rlimit (the wall clock is the caller's to enforce).
+    ``pass_fds`` stay open in the program (e.g. the write end of a pipe it reports through).
+    A ``workdir`` given by the caller stays on its file system (it may hold files already); the
+    default one is a ``workdir_mb`` tmpfs.
     """
     if not argv:
         raise ValueError("argv is empty")
+    own_workdir = workdir is None
     workdir = Path(workdir or tempfile.mkdtemp(prefix="harness-sandbox-")).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
+    full = _namespaces_available()
+    details: dict[str, object] = {}
+    if full:
+        details["workdir"] = "tmpfs" if own_workdir and _mount_workdir_tmpfs(workdir, workdir_mb) else "disk"
     _write_cwd_files(workdir, cwd_files)
     environment = {**_BASE_ENV, "HOME": str(workdir), "TMPDIR": str(workdir), **(env or {})}
     limits = {
@@ -224,7 +399,7 @@ def spawn_sandboxed(
         "fsize": int(file_size_mb) * 1024 * 1024,
         "nproc": int(nproc),
     }
-    if _namespaces_available():
+    if full:
         uid = random.randint(*_UID_RANGE)
         restore: list[tuple[str, int, int]] = []
         for path in [str(workdir), *allow_write_paths]:
@@ -235,25 +410,34 @@ def spawn_sandboxed(
         for root, dirs, files in os.walk(workdir):
             for name in dirs + files:
                 os.lchown(os.path.join(root, name), uid, uid)
+        cgroup = MemoryCgroup.create(limits["as"])
+        details["memory_limit"] = f"cgroup{cgroup.version}" if cgroup else "rlimit-as"
         spec = {
             "argv": list(argv),
             "env": environment,
             "workdir": str(workdir),
             "writable": [str(workdir), *[os.path.abspath(p) for p in allow_write_paths]],
             "readable": [
+                *SYSTEM_READ_PATHS,
                 *_interpreter_prefixes(argv[0]),
-                *[os.path.abspath(p) for p in [*read_paths, *allow_write_paths]],
+                *[os.path.abspath(p) for p in read_paths],
             ],
-            "hide": list(HIDDEN_DIRS),
             "uid": uid,
             "limits": limits,
+            "cgroup_procs": cgroup.procs if cgroup else None,
+            "machine": os.uname().machine,
+            "keep_fds": list(pass_fds),
         }
-        cmd = [
-            "unshare", "--net", "--mount", "--pid", "--fork", "--kill-child", "--mount-proc", "--",
-            sys.executable, "-I", "-S", "-c", _LAUNCHER, json.dumps(spec),
-        ]  # fmt: skip
-        popen = subprocess.Popen(cmd, stdin=stdin, stdout=stdout, stderr=stderr, env=_BASE_ENV, cwd="/")
-        return SandboxProcess(popen, workdir, uid, "full", time.monotonic(), restore)
+        cmd = [*_UNSHARE, "--", sys.executable, "-I", "-S", "-c", _LAUNCHER, json.dumps(spec)]
+        try:
+            popen = subprocess.Popen(cmd, stdin=stdin, stdout=stdout, stderr=stderr, env=_BASE_ENV, cwd="/",
+                                     pass_fds=tuple(pass_fds))  # fmt: skip
+        except BaseException:
+            if cgroup:
+                cgroup.remove()
+            raise
+        isolation = ISOLATION_FULL if cgroup else ISOLATION_PER_PROCESS_MEMORY
+        return SandboxProcess(popen, workdir, uid, isolation, time.monotonic(), restore, cgroup, details)
 
     def preexec() -> None:  # best effort: limits only
         import resource
@@ -265,9 +449,10 @@ def spawn_sandboxed(
 
     popen = subprocess.Popen(
         list(argv), stdin=stdin, stdout=stdout, stderr=stderr, env=environment, cwd=workdir,
-        preexec_fn=preexec, start_new_session=True,
+        preexec_fn=preexec, start_new_session=True, pass_fds=tuple(pass_fds),
     )  # fmt: skip
-    return SandboxProcess(popen, workdir, None, "best-effort", time.monotonic())
+    details["memory_limit"] = "rlimit-as"
+    return SandboxProcess(popen, workdir, None, ISOLATION_BEST_EFFORT, time.monotonic(), details=details)
 
 
 def run_sandboxed(
@@ -282,6 +467,8 @@ def run_sandboxed(
     read_paths: Sequence[str] = (),
     nproc: int = DEFAULT_NPROC,
     file_size_mb: int = DEFAULT_FILE_SIZE_MB,
+    workdir_mb: int = DEFAULT_WORKDIR_MB,
+    pass_fds: Sequence[int] = (),
 ) -> SandboxResult:
     """Run ``argv`` contained; never raises for anything the program does. The work dir is kept
     (outputs may be read from it) until ``result.cleanup()``."""
@@ -291,6 +478,7 @@ def run_sandboxed(
     proc = spawn_sandboxed(
         argv, timeout_s=timeout_s, memory_mb=memory_mb, cwd_files=cwd_files, env=env,
         allow_write_paths=allow_write_paths, read_paths=read_paths, nproc=nproc, file_size_mb=file_size_mb,
+        workdir_mb=workdir_mb, pass_fds=pass_fds,
         stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL, stdout=out_file, stderr=err_file,
     )  # fmt: skip
     timed_out = False
@@ -301,12 +489,17 @@ def run_sandboxed(
     finally:
         if timed_out or proc.popen.poll() is None:
             proc.kill()
+        oom_kills = proc.oom_kills()
         proc.release()
     seconds = time.monotonic() - start
     stdout, stderr = _read_back(out_file), _read_back(err_file)
     returncode = proc.popen.returncode
     status = classify(returncode, stderr, timed_out)
-    details: dict[str, object] = {"uid": proc.uid} if proc.uid is not None else {}
+    if oom_kills and status != "timeout":
+        status = "memory"  # the cgroup killed a process of the tree: whatever the exit status says
+    details: dict[str, object] = {**proc.details, **({"uid": proc.uid} if proc.uid is not None else {})}
+    if oom_kills:
+        details["oom_kills"] = oom_kills
     return SandboxResult(status, returncode, stdout, stderr, seconds, proc.workdir, proc.isolation, details)
 
 
@@ -361,12 +554,14 @@ def _read_back(handle: IO[bytes]) -> str:
 
 # The launcher runs as root inside the new namespaces (pid 1 is unshare's child; this execs into the
 # program so that the program is the namespace's init). Standard library only, run with -I -S.
+# It builds the allow-listed root on an empty tmpfs, pivots into it, drops privileges and execs.
 _LAUNCHER = r"""
-import ctypes, errno, json, os, resource, sys
+import ctypes, json, os, resource, sys
 spec = json.loads(sys.argv[1])
 libc = ctypes.CDLL(None, use_errno=True)
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = (
     1, 2, 4, 8, 32, 4096, 16384, 1 << 18)
+SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "ppc64le": 203, "s390x": 217, "riscv64": 41}
 
 def mount(src, target, fstype, flags, data=None):
     rc = libc.mount(src and src.encode(), target.encode(), fstype and fstype.encode(), ctypes.c_ulong(flags),
@@ -382,16 +577,7 @@ def fail(msg):
 def under(path, roots):
     return any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots)
 
-def blocking_ancestors(path):
-    parts = path.strip("/").split("/")
-    out = []
-    for i in range(1, len(parts)):
-        anc = "/" + "/".join(parts[:i])
-        if not os.stat(anc).st_mode & 0o001:
-            out.append(anc)
-    return out[:1]
-
-def mountpoints():
+def mountinfo():
     out = []
     with open("/proc/self/mountinfo") as fh:
         for line in fh:
@@ -400,55 +586,76 @@ def mountpoints():
     return out
 
 try:
+    if spec["cgroup_procs"]:  # first: every process of the tree is born inside the memory cgroup
+        with open(spec["cgroup_procs"], "w") as fh:
+            fh.write("0")
     mount(None, "/", None, MS_REC | MS_PRIVATE)
+    os.umask(0o022)
     writable = [os.path.realpath(p) for p in spec["writable"]]
-    readable = [os.path.realpath(p) for p in spec["readable"] if os.path.exists(p)]
-    expose = list(dict.fromkeys(readable + writable))
-    # Hold every exposed path by an O_PATH descriptor: after the directories around them are covered
-    # with empty tmpfs they are bind-mounted back from /proc/self/fd.
-    fds = {p: os.open(p, os.O_PATH) for p in expose}
-    hide = [h for h in spec["hide"] if os.path.isdir(h)]
-    for p in expose:
-        hide += blocking_ancestors(p)
-    covered = []
-    for h in sorted(set(hide), key=len):
-        if not under(h, covered):
-            mount("tmpfs", h, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=4m")
-            covered.append(h)
-    for p in sorted(expose, key=len):
+    links, readable = {}, []
+    for p in spec["readable"]:
+        if os.path.islink(p) and os.path.dirname(p) == "/":  # /lib -> usr/lib: recreate the link
+            links[p] = os.readlink(p)
+        if os.path.exists(p):
+            readable.append(os.path.realpath(p))
+    readable = [p for p in dict.fromkeys(readable) if not under(p, [r for r in readable if r != p])]
+    expose = [(p, False) for p in readable if p not in writable] + [(p, True) for p in dict.fromkeys(writable)]
+    # hold every exposed path by an O_PATH descriptor: the new root's tmpfs may cover where they live
+    fds = {p: os.open(p, os.O_PATH) for p, _ in expose}
+    root = next(d for d in ("/mnt", "/media", "/srv", "/opt", "/var", "/tmp") if os.path.isdir(d)
+                and not os.path.islink(d))
+    mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=16m,nr_inodes=4096")
+    for p, rw in sorted(expose, key=lambda e: len(e[0])):
+        target = root + p
         if os.path.isdir("/proc/self/fd/%d" % fds[p]):
-            os.makedirs(p, exist_ok=True)
-        elif not os.path.exists(p):
-            os.makedirs(os.path.dirname(p), exist_ok=True)
-            open(p, "a").close()
-        mount("/proc/self/fd/%d" % fds[p], p, None, MS_BIND | MS_REC)
+            os.makedirs(target, exist_ok=True)
+        elif not os.path.exists(target):
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            open(target, "a").close()
+        mount("/proc/self/fd/%d" % fds[p], target, None, MS_BIND)
         os.close(fds[p])
-    if os.path.isdir("/dev/shm"):
-        mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777,size=64m")
-    keep = set(writable) | {"/proc", "/dev/shm"}
-    for mp, opts in mountpoints():
-        if mp in keep or under(mp, writable) or mp.startswith("/proc/"):
+        mount(None, target, None, MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV | (0 if rw else MS_RDONLY))
+    for p, target in links.items():
+        if not os.path.lexists(root + p):
+            os.symlink(target, root + p)
+    dev = root + "/dev"
+    os.makedirs(dev, exist_ok=True)
+    mount("tmpfs", dev, "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=64k")
+    for name in ("null", "zero", "full", "random", "urandom"):
+        if os.path.exists("/dev/" + name):
+            open(dev + "/" + name, "a").close()
+            mount("/dev/" + name, dev + "/" + name, None, MS_BIND)
+            mount(None, dev + "/" + name, None, MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NOEXEC)
+    for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"),
+                         ("stderr", "/proc/self/fd/2")):
+        os.symlink(target, dev + "/" + name)
+    os.makedirs(dev + "/shm")
+    mount("tmpfs", dev + "/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777,size=64m")
+    mount(None, dev, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NOEXEC)
+    os.makedirs(root + "/proc", exist_ok=True)
+    mount("proc", root + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    os.chdir(root)
+    if libc.syscall(SYS_PIVOT_ROOT[spec["machine"]], b".", b".") != 0:
+        raise OSError(ctypes.get_errno(), "pivot_root")
+    if libc.umount2(b".", 2) != 0:  # MNT_DETACH: the old root, stacked on top of the new one
+        raise OSError(ctypes.get_errno(), "umount old root")
+    os.chdir("/")
+    mount(None, "/", None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
+    # verify before handing over: every mount is nosuid, and nothing but the writable paths (and the
+    # private /dev/shm) accepts a new file
+    skip = set(writable) | {"/dev/shm", "/proc"}
+    for mp, opts in mountinfo():
+        if "nosuid" not in opts:
+            fail("%s is not nosuid" % mp)
+        if mp in skip or under(mp, ["/proc"]) or not os.path.isdir(mp):
             continue
-        flags = MS_REMOUNT | MS_BIND | MS_RDONLY
-        flags |= (MS_NOSUID if "nosuid" in opts else 0) | (MS_NODEV if "nodev" in opts else 0)
-        flags |= MS_NOEXEC if "noexec" in opts else 0
-        try:
-            mount(None, mp, None, flags)
-        except OSError as exc:
-            if exc.errno != errno.ENOENT and mp == "/":  # ENOENT: a mount now hidden under a cover
-                raise
-    # verify before handing over: nothing but the writable paths may accept a new file
-    others = [mp for mp, _ in mountpoints() if not under(mp, ["/proc", "/sys", "/dev", *writable])]
-    for probe_dir in dict.fromkeys(["/", *covered, *others]):
-        if not os.path.isdir(probe_dir):
-            continue
-        probe = os.path.join(probe_dir, ".sandbox-write-probe-%d" % os.getpid())
+        probe = os.path.join(mp, ".sandbox-write-probe-%d" % os.getpid())
         try:
             open(probe, "w").close()
         except OSError:
             continue
         os.unlink(probe)
-        fail("%s still writable" % probe_dir)
+        fail("%s still writable" % mp)
     lim = spec["limits"]
     resource.setrlimit(resource.RLIMIT_AS, (lim["as"], lim["as"]))
     resource.setrlimit(resource.RLIMIT_CPU, (lim["cpu"], lim["cpu"] + 1))
@@ -463,8 +670,12 @@ try:
     # that killing unshare kills this init and with it the whole PID namespace
     if libc.prctl(1, 9, 0, 0, 0) != 0:  # PR_SET_PDEATHSIG, SIGKILL
         fail("prctl(PR_SET_PDEATHSIG) failed")
+    if libc.prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS: no setuid/file-capability gain via exec
+        fail("prctl(PR_SET_NO_NEW_PRIVS) failed")
     os.chdir(spec["workdir"])
     os.umask(0o077)
+    for fd in spec["keep_fds"]:
+        os.set_inheritable(fd, True)
 except Exception as exc:
     fail(repr(exc))
 try:

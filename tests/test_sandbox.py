@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import ast
 import os
+import random
+import shutil
 import socket
 import threading
 import uuid
@@ -258,3 +260,154 @@ def test_best_effort_mode_still_limits_time_and_memory(monkeypatch: pytest.Monke
     fine = run_python("import os; print(os.getcwd())", timeout_s=20, memory_mb=512)
     fine.cleanup()
     assert fine.status == "ok" and fine.stdout.strip() == str(fine.workdir)
+
+
+# ---- allow-list filesystem, IPC, whole-tree memory, tmpfs work dir, no_new_privs --------------------
+
+
+@full_isolation
+def test_file_next_to_the_caller_is_unreachable(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the results database sits in the caller's folder (./harness.db); a deny-list left it readable
+    caller = REPO / f".sandbox-caller-{uuid.uuid4().hex[:8]}"
+    caller.mkdir()
+    try:
+        secret = caller / "harness.db"
+        secret.write_text("arena secret")
+        secret.chmod(0o644)
+        caller.chmod(0o755)
+        monkeypatch.chdir(caller)
+        code = (
+            "import os\n"
+            f"for p in [{str(secret)!r}, {str(REPO / 'README.md')!r}]:\n"
+            "    try:\n"
+            "        print(repr(open(p).read()[:20]))\n"
+            "    except OSError as exc:\n"
+            "        print(type(exc).__name__)\n"
+        )
+        result = run_python(code, timeout_s=20, memory_mb=512)
+        result.cleanup()
+    finally:
+        shutil.rmtree(caller, ignore_errors=True)
+    assert result.status == "ok", result.stderr
+    assert result.stdout.split() == ["FileNotFoundError", "FileNotFoundError"]
+
+
+@full_isolation
+def test_unix_socket_outside_the_view_is_unreachable() -> None:
+    sock_dir = REPO / f".sandbox-sock-{uuid.uuid4().hex[:8]}"
+    sock_dir.mkdir()
+    sock_dir.chmod(0o755)
+    path = sock_dir / "s"
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        server.bind(str(path))
+        path.chmod(0o777)  # anyone who can see it may connect
+        server.listen(1)
+        server.settimeout(0.5)
+        code = (
+            "import socket\n"
+            "s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)\n"
+            "try:\n"
+            f"    s.connect({str(path)!r}); print('connected')\n"
+            "except OSError as exc:\n"
+            "    print(type(exc).__name__)\n"
+        )
+        result = run_python(code, timeout_s=20, memory_mb=512)
+        result.cleanup()
+        accepted = True
+        try:
+            server.accept()
+        except TimeoutError:
+            accepted = False
+    finally:
+        server.close()
+        shutil.rmtree(sock_dir, ignore_errors=True)
+    assert result.status == "ok", result.stderr
+    assert result.stdout.strip() == "FileNotFoundError"
+    assert not accepted
+
+
+def _sysv_shm_keys() -> set[int]:
+    lines = Path("/proc/sysvipc/shm").read_text().splitlines()[1:]
+    return {int(line.split()[0]) for line in lines if line.strip()}
+
+
+@full_isolation
+def test_sysv_shared_memory_does_not_outlive_the_run() -> None:
+    key = random.randint(10_000_000, 2_000_000_000)
+    code = (
+        "import ctypes\n"
+        "libc = ctypes.CDLL(None, use_errno=True)\n"
+        f"shmid = libc.shmget({key}, 4096, 0o1000 | 0o666)\n"  # IPC_CREAT
+        "print(shmid >= 0)\n"
+    )
+    result = run_python(code, timeout_s=20, memory_mb=512)
+    result.cleanup()
+    assert result.status == "ok", result.stderr
+    assert result.stdout.strip() == "True"  # it was created, inside the sandbox's own IPC namespace
+    assert key not in _sysv_shm_keys()
+
+
+@full_isolation
+def test_memory_limit_caps_the_whole_process_tree() -> None:
+    # three processes of 150 MB each: every one fits a per-process 300 MB limit, together they do not
+    code = (
+        "import os, time\n"
+        "pids = []\n"
+        "for _ in range(3):\n"
+        "    pid = os.fork()\n"
+        "    if pid == 0:\n"
+        "        block = bytearray(b'\\x01') * 150_000_000\n"
+        "        time.sleep(3)\n"
+        "        os._exit(0)\n"
+        "    pids.append(pid)\n"
+        "for pid in pids:\n"
+        "    os.waitpid(pid, 0)\n"
+        "print('all done')\n"
+    )
+    result = run_python(code, timeout_s=30, memory_mb=300)
+    result.cleanup()
+    if result.details.get("memory_limit") == "rlimit-as":
+        assert result.isolation == "namespaces, memory per process"
+        pytest.skip("no memory cgroup on this machine: the documented per-process fallback applies")
+    assert result.isolation == "full"
+    assert result.status == "memory", (result.status, result.stdout, result.stderr[-300:])
+
+
+@full_isolation
+def test_work_dir_is_a_size_limited_tmpfs() -> None:
+    code = (
+        "import os\n"
+        "written = 0\n"
+        "try:\n"
+        "    with open('fill.bin', 'wb') as fh:\n"
+        "        while written < 200 * 2**20:\n"
+        "            fh.write(b'x' * 2**20)\n"
+        "            fh.flush()\n"
+        "            written += 2**20\n"
+        "    print('wrote', written)\n"
+        "except OSError as exc:\n"
+        "    print(exc.errno, written // 2**20)\n"
+    )
+    result = run_python(code, timeout_s=30, memory_mb=1024, workdir_mb=16)
+    try:
+        assert result.status == "ok", result.stderr
+        errno_, mb = result.stdout.split()
+        assert int(errno_) == 28 and int(mb) <= 16  # ENOSPC at the tmpfs size, not at the disk's
+        assert os.path.ismount(result.workdir)
+    finally:
+        result.cleanup()
+    assert not result.workdir.exists()
+
+
+@full_isolation
+def test_no_new_privs_and_every_mount_nosuid() -> None:
+    code = (
+        "status = open('/proc/self/status').read()\n"
+        "print([l.split()[1] for l in status.splitlines() if l.startswith('NoNewPrivs')][0])\n"
+        "print(all('nosuid' in l.split()[5].split(',') for l in open('/proc/self/mountinfo')))\n"
+    )
+    result = run_python(code, timeout_s=20, memory_mb=512)
+    result.cleanup()
+    assert result.status == "ok", result.stderr
+    assert result.stdout.split() == ["1", "True"]
