@@ -18,6 +18,7 @@ scores will differ a little from the published model's.
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import importlib.util
 import json
 import os
@@ -85,22 +86,53 @@ def gguf_path(entry: EmbeddedModel) -> Path:
     return path
 
 
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
 def _source_fingerprint(path: Path) -> dict[str, object]:
+    """What the cache is keyed by: the GGUF's content, not where it lies. Two virtual environments
+    sharing one $HARNESS_CACHE_DIR hold the same file at different paths and must share one
+    conversion."""
+    return {"sha256": _sha256(path), "size": path.stat().st_size, "conversion_version": CONVERSION_VERSION}
+
+
+def _stat_key(path: Path) -> list[object]:
     st = path.stat()
-    return {"file": str(path), "size": st.st_size, "conversion_version": CONVERSION_VERSION}
+    return [str(path), st.st_size, st.st_mtime_ns]
 
 
 def is_converted(name: str) -> bool:
+    """True when the cache holds a conversion of exactly this GGUF content. Hashing the ~100 MB file
+    takes a fraction of a second; a copy whose path, size and mtime were already verified against
+    this conversion (the marker's ``verified`` list) is not hashed again."""
     entry = EMBEDDED[name]
     marker = model_dir(name) / MARKER
     if not marker.is_file():
         return False
     try:
         recorded = json.loads(marker.read_text())
-        source = _source_fingerprint(gguf_path(entry))
-    except (OSError, ValueError, EmbeddedModelError):
+        src = gguf_path(entry)
+        key = _stat_key(src)
+        if key in recorded.get("verified", []) and recorded.get("source", {}).get("size") == key[1]:
+            return recorded["source"].get("conversion_version") == CONVERSION_VERSION
+        source = _source_fingerprint(src)
+        old = recorded.get("source", {})
+        legacy = old.get("file") == key[0] and old.get("size") == key[1]  # a marker keyed by path: adopt it
+        if old != source and not (legacy and old.get("conversion_version") == CONVERSION_VERSION):
+            return False
+        recorded["source"] = source
+        recorded["verified"] = [*recorded.get("verified", [])[-15:], key]
+        tmp = marker.with_name(f".{MARKER}.{os.getpid()}")
+        tmp.write_text(json.dumps(recorded, indent=1))
+        os.replace(tmp, marker)  # atomic: a concurrent reader sees the old or the new marker
+    except (OSError, ValueError, AttributeError, EmbeddedModelError):
         return False
-    return recorded.get("source") == source
+    return True
 
 
 def _convert(entry: EmbeddedModel, src: Path, out: Path, log: Callable[[str], None]) -> dict[str, float]:
@@ -168,7 +200,8 @@ def ensure_converted(name: str, log: Callable[[str], None] | None = None) -> Pat
             shutil.rmtree(tmp, ignore_errors=True)
             raise EmbeddedModelError(f"converting {src} failed: {type(exc).__name__}: {exc}") from exc
         timings["total_s"] = time.perf_counter() - t0
-        (tmp / MARKER).write_text(json.dumps({"source": _source_fingerprint(src), "timings": timings}, indent=1))
+        marker = {"source": _source_fingerprint(src), "verified": [_stat_key(src)], "timings": timings}
+        (tmp / MARKER).write_text(json.dumps(marker, indent=1))
         shutil.rmtree(target, ignore_errors=True)
         os.replace(tmp, target)
         log(f"converted in {timings['total_s']:.1f}s")
