@@ -7,15 +7,14 @@ task. Options (``-T``): ``split=hard`` (default, 100 items each, see select.py) 
 ``data_file=`` a full dataset file to select from instead of the shipped subset; for HumanEval
 ``timeout_s`` and ``memory_mb`` of the sandboxed test run.
 
-HumanEval completions run only through :func:`harness.sandbox.run_python` (subprocess, time and
-memory limits, no network, private temp dir); if that module cannot be imported, the sample's
-scorer fails with that error (recorded per sample) and nothing is executed.
+HumanEval completions run only through :mod:`harness.sandbox` (see humaneval.py: the verdict is a
+token the harness's check wrapper hands back after ``check`` passed, never the exit status). Without
+namespaces the HumanEval tasks refuse to start unless ``-T allow_unsandboxed=true``; each sample's
+score details record the isolation it ran under.
 """
 
 from __future__ import annotations
 
-import asyncio
-import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ from harness.models.operators.extract import extract_choice
 from harness.registry import task
 from harness.task import ScoreContext, Task
 from harness.tasks.reliability import select
+from harness.tasks.reliability.humaneval import humaneval_program, refusal, score_humaneval  # noqa: F401 (re-exported)
 from harness.types import GenerationConfig, Message, Output, Request, Sample, Score
 
 LETTERS = "ABCDEFGHIJ"
@@ -36,7 +36,6 @@ HUMANEVAL_INSTRUCTION = (
     "Complete the following Python function. Reply with the complete function (including the signature "
     "and any imports it needs) in one ```python code block.\n\n"
 )
-_FENCE = re.compile(r"```(?:python|py)?\s*\n(.*?)```", re.DOTALL)
 
 
 # ---- GSM8K ---------------------------------------------------------------------------------------
@@ -122,36 +121,13 @@ def humaneval_samples(data_file: str | None, split: str) -> tuple[list[Sample], 
     return samples, file_hash(path, extra=HUMANEVAL_INSTRUCTION + split)
 
 
-def humaneval_program(reply: str, prompt: str, entry_point: str) -> str:
-    """The program to test: the reply's last code block (or the whole reply); if it does not define
-    the entry point itself it is taken as a completion of the prompt (HumanEval's native format)."""
-    blocks = _FENCE.findall(reply)
-    code = blocks[-1] if blocks else reply
-    if re.search(rf"^\s*def\s+{re.escape(entry_point)}\s*\(", code, re.MULTILINE):
-        header = "\n".join(ln for ln in prompt.splitlines() if ln.startswith(("import ", "from ")))
-        return f"{header}\n{code}" if header else code
-    return prompt + code
-
-
-async def score_humaneval(sample: Sample, output: Output, timeout_s: float, memory_mb: int) -> Score:
-    from harness.sandbox import run_python  # the only way completions are executed
-
-    entry = str(sample.target)
-    program = humaneval_program(output.text, sample.metadata["prompt"], entry)
-    test = f"{program}\n\n{sample.metadata['test']}\n\ncheck({entry})\n"
-    result = await asyncio.to_thread(run_python, test, timeout_s=timeout_s, memory_mb=memory_mb)
-    try:
-        ok = float(result.status == "ok")
-        tail = (result.stderr or "").strip().splitlines()[-1:] if result.status != "ok" else []
-        return Score({"correct": ok, "pass@1": ok}, answer=result.status,
-                     explanation=f"sandbox {result.status} ({result.isolation}) {' '.join(tail)}"[:500],
-                     details={"sandbox": {"status": result.status, "returncode": result.returncode,
-                                          "seconds": round(result.seconds, 3), "isolation": result.isolation}})
-    finally:
-        result.cleanup()
-
-
 # ---- task factories ------------------------------------------------------------------------------
+def _check_sandbox(allow_unsandboxed: bool) -> None:
+    reason = refusal(bool(allow_unsandboxed))
+    if reason is not None:
+        raise ValueError(reason)
+
+
 def _check_split(split: str) -> None:
     if split not in ("hard", "all"):
         raise ValueError(f"split must be 'hard' or 'all', got {split!r}")
@@ -192,12 +168,13 @@ def reliability_mmlu(split: str = "hard", data_file: str | None = None) -> Task:
 @task("reliability_humaneval", description="HumanEval hard split (100 longest solutions), pass@1 in the sandbox",
       family="reliability")
 def reliability_humaneval(split: str = "hard", data_file: str | None = None, timeout_s: float = 10.0,
-                          memory_mb: int = 1024) -> Task:
+                          memory_mb: int = 1024, allow_unsandboxed: bool = False) -> Task:
     _check_split(split)
+    _check_sandbox(allow_unsandboxed)
     samples, content = humaneval_samples(data_file, split)
 
     async def score(s: Sample, o: Output, c: ScoreContext) -> Score:
-        return await score_humaneval(s, o, timeout_s, memory_mb)
+        return await score_humaneval(s, o, timeout_s, memory_mb, allow_unsandboxed=allow_unsandboxed)
 
     return _make("reliability_humaneval", samples, content, score, "HumanEval hard split, sandboxed pass@1",
                  max_tokens=768)
@@ -205,8 +182,10 @@ def reliability_humaneval(split: str = "hard", data_file: str | None = None, tim
 
 @task("reliability", description="The 300-item reliability hard split: GSM8K + MMLU + HumanEval (100 each)",
       family="reliability")
-def reliability(split: str = "hard", timeout_s: float = 10.0, memory_mb: int = 1024) -> Task:
+def reliability(split: str = "hard", timeout_s: float = 10.0, memory_mb: int = 1024,
+                allow_unsandboxed: bool = False) -> Task:
     _check_split(split)
+    _check_sandbox(allow_unsandboxed)
     parts = [gsm8k_samples(None, "hard"), mmlu_samples(None, "hard"), humaneval_samples(None, split)]
     samples = []
     for part, _ in parts:
@@ -222,7 +201,7 @@ def reliability(split: str = "hard", timeout_s: float = 10.0, memory_mb: int = 1
             return score_gsm8k(s, o)
         if source == "mmlu":
             return score_mmlu(s, o)
-        return await score_humaneval(s, o, timeout_s, memory_mb)
+        return await score_humaneval(s, o, timeout_s, memory_mb, allow_unsandboxed=allow_unsandboxed)
 
     return _make("reliability", samples, content, score, "Reliability hard split (GSM8K, MMLU, HumanEval)",
                  breakdowns=("source",), max_tokens=768)
