@@ -2,7 +2,7 @@
 
 ``db_url`` is parametrised over both engines; the PostgreSQL variant creates a fresh database on
 the server that tests/setup.d/10-postgres.sh started (HARNESS_TEST_PG_URL). Under CI a missing
-server is a failure, not a skip.
+server is a failure, not a skip (tests/requirements.py reads CI).
 """
 
 from __future__ import annotations
@@ -12,18 +12,26 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
+from requirements import missing, require_that
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
 
-def _pg_admin_url() -> str | None:
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "needs(condition, what, why): fail under CI, else skip, when condition is false")
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    for mark in item.iter_markers("needs"):
+        require_that(*mark.args)
+
+
+def _pg_admin_url() -> str:
     url = os.environ.get("HARNESS_TEST_PG_URL")
     if not url:
-        if os.environ.get("CI"):
-            pytest.fail("HARNESS_TEST_PG_URL is not set: tests/run.sh should have started PostgreSQL")
-        pytest.skip("no PostgreSQL server (run the suite through tests/run.sh)")
+        missing("the PostgreSQL server (HARNESS_TEST_PG_URL)", "tests/run.sh starts it (tests/setup.d/10-postgres.sh)")
     return url
 
 

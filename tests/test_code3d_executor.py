@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from requirements import needs
 
 from harness.sandbox import namespaces_available
 from harness.tasks.code3d.executor import BlenderPool, BpyUnavailable, RenderOptions, bpy_python
@@ -22,8 +23,8 @@ try:
     HAVE_BPY = True
 except BpyUnavailable:
     HAVE_BPY = False
-pytestmark = pytest.mark.skipif(not HAVE_BPY, reason="bpy venv missing (tests/setup.d/50-bpy.sh)")
-contained = pytest.mark.skipif(not namespaces_available(), reason="needs root and unshare")
+pytestmark = needs(HAVE_BPY, "the Blender (bpy) venv", "tests/setup.d/50-bpy.sh builds it")
+contained = needs(namespaces_available(), "user namespaces (root + unshare)", "the contained executor uses them")
 
 
 @pytest.fixture(scope="module")

@@ -8,6 +8,7 @@ import math
 from pathlib import Path
 
 import pytest
+from requirements import missing
 
 from harness.modelspec import build_model
 from harness.task import ScoreContext
@@ -69,7 +70,7 @@ def test_judge_command_over_two_stored_runs(tmp_path: Path, monkeypatch: pytest.
     try:
         bpy_python()
     except BpyUnavailable:
-        pytest.skip("bpy venv missing")
+        missing("the Blender (bpy) venv", "tests/setup.d/50-bpy.sh builds it")
     from typer.testing import CliRunner
 
     from harness.cli import app

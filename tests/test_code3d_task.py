@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from requirements import needs
 
 from harness.registry import model
 from harness.runner import EvalConfig, evaluate
@@ -24,7 +25,7 @@ try:
     HAVE_BPY = True
 except BpyUnavailable:
     HAVE_BPY = False
-pytestmark = pytest.mark.skipif(not HAVE_BPY, reason="bpy venv missing (tests/setup.d/50-bpy.sh)")
+pytestmark = needs(HAVE_BPY, "the Blender (bpy) venv", "tests/setup.d/50-bpy.sh builds it")
 
 CUBE = "import bpy; bpy.ops.mesh.primitive_cube_add(size=1)"
 BROKEN = "import bpy\nbpy.ops.mesh.primitive_cube_add(sizee=1)\n"

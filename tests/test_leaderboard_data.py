@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import pytest
+from requirements import missing
 from sqlalchemy.orm import Session, sessionmaker
 
 from harness.runner import EvalConfig, Runner
@@ -110,9 +110,7 @@ def fresh_database(kind: str, tmp_dir: Path) -> Iterator[str]:
 
     admin = os.environ.get("HARNESS_TEST_PG_URL")
     if not admin:
-        if os.environ.get("CI"):
-            pytest.fail("HARNESS_TEST_PG_URL is not set: tests/run.sh should have started PostgreSQL")
-        pytest.skip("no PostgreSQL server (run the suite through tests/run.sh)")
+        missing("the PostgreSQL server (HARNESS_TEST_PG_URL)", "tests/run.sh starts it (tests/setup.d/10-postgres.sh)")
     name = f"lb_{uuid.uuid4().hex[:12]}"
     engine = create_engine(admin, isolation_level="AUTOCOMMIT")
     with engine.connect() as conn:

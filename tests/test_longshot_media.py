@@ -6,6 +6,7 @@ import wave
 
 import numpy as np
 import pytest
+from requirements import missing
 
 from harness.tasks.longshot import media, synth
 
@@ -116,7 +117,7 @@ def test_missing_video_is_a_clear_error(tmp_path):
 def test_speech_track_from_espeak(tmp_path):
     wav = synth.espeak_wav("hello world", tmp_path / "s.wav")
     if wav is None:
-        pytest.skip("espeak-ng is not installed (tests/setup.d/70-longshot.sh installs it)")
+        missing("the program espeak-ng", "tests/setup.d/70-longshot.sh installs it")
     video = synth.write_video(tmp_path / "speech.mp4", seconds=3.0, speech_wav=wav)
     out = media.extract_audio(video)
     with wave.open(str(out)) as w:

@@ -5,11 +5,12 @@ from __future__ import annotations
 import io
 
 import pytest
+from requirements import require
 from test_openai_adapter import grey_level, write_video, write_wav
 
 from harness.models import media
 
-av = pytest.importorskip("av")
+av = require("av", "PyAV writes and decodes the media fixtures (tests/setup.d/30-llamacpp.sh)")
 
 
 def test_frame_times_rule():

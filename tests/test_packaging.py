@@ -27,7 +27,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 # source folder -> its place in the wheel (setup.py's mapping)
-FOLDERS = {"harness": "harness", "tasks": "harness/tasks", "models": "harness/models", "leaderboard": "harness/leaderboard"}
+FOLDERS = {"harness": "harness", "tasks": "harness/tasks", "models": "harness/models",
+           "leaderboard": "harness/leaderboard"}
 BUILD_FILES = ["pyproject.toml", "setup.py", "MANIFEST.in", "README.md"]
 
 

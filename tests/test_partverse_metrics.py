@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 import pytest
+from requirements import needs
 
 from harness.tasks.partverse import captions, slots
 from harness.tasks.partverse.judge import PROMPT, judge_messages, parse_reply
@@ -87,7 +88,7 @@ def test_rouge_is_the_reference_package_and_differs_from_rouge_score() -> None:
     assert captions.rouge_scores(GT, ".") == {"rouge-1": 0.0, "rouge-2": 0.0, "rouge-l": 0.0}
 
 
-@pytest.mark.skipif(not HAVE_WORDNET, reason="Debian wordnet-base/wordnet-sense-index not installed")
+@needs(HAVE_WORDNET, "WordNet 3.0 (Debian wordnet-base, wordnet-sense-index)", "tests/setup.d/75-partverse.sh")
 def test_meteor_by_hand_with_offline_wordnet() -> None:
     # exact matches a, red, chair: P=1, R=3/7, Fmean = PR/(0.9P + 0.1R); 2 chunks of 3 matches
     fmean = (3 / 7) / (0.9 + 0.1 * 3 / 7)

