@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from harness.tasks.spa3d import synth
-from harness.tasks.spa3d.metrics import tapvid3d_metrics
+from harness.tasks.spa3d.metrics import query_masked_metrics
 from harness.tasks.spa3d.tracks import TrackFileError, Tracks, load_tracks, save_tracks
 
 F2 = np.array([2.0, 2.0, 0.0, 0.0])  # fx = fy = 2 and z = 2: the d-pixel threshold is d units
@@ -28,7 +28,7 @@ def _line(errors: list[float]) -> tuple[np.ndarray, np.ndarray]:
 def test_average_jaccard_hand_checked():
     gt, pred = _line([0.0, 1.5, 5.0])  # query frame 0 is not evaluated
     vis = np.ones((1, 3), bool)
-    m = tapvid3d_metrics(gt, vis, pred, vis, np.array([0]), F2)
+    m = query_masked_metrics(gt, vis, pred, vis, np.array([0]), F2)
     # d=1: TP 0, FP 2 -> 0; d=2,4: TP 1, FP 1 -> 1/3; d=8,16: TP 2 -> 1
     assert m["jaccard_1"] == 0 and m["jaccard_2"] == pytest.approx(1 / 3) and m["jaccard_16"] == 1
     assert m["average_jaccard"] == pytest.approx(8 / 15)
@@ -39,9 +39,9 @@ def test_average_jaccard_hand_checked():
 def test_jaccard_counts_visible_predictions_of_occluded_points_as_false_positives():
     gt, pred = _line([0.0, 0.0, 0.0])
     gt_vis = np.array([[True, True, False]])
-    m = tapvid3d_metrics(gt, gt_vis, pred, np.ones((1, 3), bool), np.array([0]), F2)
+    m = query_masked_metrics(gt, gt_vis, pred, np.ones((1, 3), bool), np.array([0]), F2)
     assert m["average_jaccard"] == pytest.approx(0.5) and m["occlusion_accuracy"] == pytest.approx(0.5)
-    m2 = tapvid3d_metrics(gt, gt_vis, pred, gt_vis, np.array([0]), F2)
+    m2 = query_masked_metrics(gt, gt_vis, pred, gt_vis, np.array([0]), F2)
     assert m2["average_jaccard"] == 1.0 and m2["occlusion_accuracy"] == 1.0
 
 
@@ -52,10 +52,10 @@ def test_threshold_scales_with_depth_and_fixed_metric_option():
     far[..., 2] = 200.0
     pred_far = far.copy()
     pred_far[0, 1, 0] += 0.03
-    near = tapvid3d_metrics(gt, vis, pred, vis, np.array([0]), np.array([256.0, 256, 0, 0]))
-    farm = tapvid3d_metrics(far, vis, pred_far, vis, np.array([0]), np.array([256.0, 256, 0, 0]))
+    near = query_masked_metrics(gt, vis, pred, vis, np.array([0]), np.array([256.0, 256, 0, 0]))
+    farm = query_masked_metrics(far, vis, pred_far, vis, np.array([0]), np.array([256.0, 256, 0, 0]))
     assert farm["average_jaccard"] > near["average_jaccard"]  # same error, farther point: more tolerance
-    fixed = tapvid3d_metrics(gt, vis, pred, vis, np.array([0]), fixed_metric=True)
+    fixed = query_masked_metrics(gt, vis, pred, vis, np.array([0]), fixed_metric=True)
     assert fixed["jaccard_1"] == 0 and fixed["jaccard_2"] == 1  # 0.03 m: outside 1 cm, inside 4 cm
 
 

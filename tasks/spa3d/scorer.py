@@ -7,7 +7,8 @@ support (the paper's inference sizes). Folds use a fixed seed, so a video's scor
 Holding out every track rather than one random 20% draw removes most of the split noise (measured:
 pair accuracy 0.63 -> 0.73 on the same model and metric; README).
 
-Reported per video: the TAPVid-3D metrics of the reconstruction (Average Jaccard as in TRAJAN),
+Reported per video: the query-masked TAPVid-3D metrics of the reconstruction (``metrics.py``: frames
+after the query frame, no rescaling; Average Jaccard as in TRAJAN),
 the plain 3D error, and two surprise channels in the model's own normalised units: mean L1 of
 visible positions and mean visibility cross-entropy (the two terms of the paper's loss).
 ``realism`` is the calibrated surprise (``calibration.py``) when the checkpoint carries a
@@ -22,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from harness.tasks.spa3d.calibration import Calibration
-from harness.tasks.spa3d.metrics import evaluation_mask, tapvid3d_metrics
+from harness.tasks.spa3d.metrics import evaluation_mask, query_masked_metrics
 from harness.tasks.spa3d.sampling import QUERY, SUPPORT, Normaliser, arrays_for, to_batch
 from harness.tasks.spa3d.tracks import Tracks, load_tracks, resample_frames
 
@@ -92,7 +93,7 @@ class RealismScorer:
         tracks = resample_frames(tracks, self.model.cfg.num_frames)
         rec = self.reconstruct(tracks)
         gt_vis = tracks.visible[rec.query]
-        out = tapvid3d_metrics(tracks.tracks_3d[rec.query], gt_vis, rec.positions, rec.visibility_logits > 0,
+        out = query_masked_metrics(tracks.tracks_3d[rec.query], gt_vis, rec.positions, rec.visibility_logits > 0,
                                rec.query_frames, tracks.camera())
         evaluate = evaluation_mask(rec.query_frames, tracks.num_frames)
         visible_eval = evaluate & gt_vis
