@@ -4,6 +4,7 @@ and operator runs stored through the runner with their cost traces."""
 from __future__ import annotations
 
 import asyncio
+import gzip
 import os
 import socket
 import threading
@@ -19,12 +20,18 @@ from harness.tasks.reliability import select
 from harness.tasks.reliability.task import humaneval_program, score_humaneval
 from harness.types import Output
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.mark.skipif(not (SHARED / "gsm8k" / "test.jsonl").exists(), reason="no shared/ data beside the repo")
-def test_shipped_hard_splits_are_reproducible() -> None:
-    for name, content in select.build_files(SHARED).items():
+def test_shipped_hard_splits_are_reproducible(tmp_path: Path) -> None:
+    """From files in this repository: GSM8K's test split (tasks/gsm8k/data) and the MMLU-Redux rows of
+    the hard subjects (tests/data/mmlu_redux, see its PROVENANCE.md), laid out as select.py reads them."""
+    (tmp_path / "gsm8k").mkdir()
+    (tmp_path / "gsm8k" / "test.jsonl").symlink_to(ROOT / "tasks" / "gsm8k" / "data" / "test.jsonl")
+    (tmp_path / "mmlu_redux").mkdir()
+    rows = gzip.decompress((ROOT / "tests" / "data" / "mmlu_redux" / "hard_subjects.jsonl.gz").read_bytes())
+    (tmp_path / "mmlu_redux" / "mmlu_redux_normalized.jsonl").write_bytes(rows)
+    for name, content in select.build_files(tmp_path).items():
         assert (select.DATA_DIR / name).read_text(encoding="utf-8") == content, name
 
 
