@@ -1,0 +1,1 @@
+"""Multi-level online conformal prediction: nested prediction sets at several coverage levels, run online."""

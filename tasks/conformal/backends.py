@@ -1,0 +1,106 @@
+"""``ocp:<method>``: multi-level online conformal backends, one whole stream per request.
+
+Methods (see ``learners.py``): ``pnorm`` (p-norm online mirror descent, p = 1 + 1/ln d) and ``up``
+(coordinate-wise universal portfolio), both with lazy isotonic projection; baselines ``ogd``
+(independent per-level OGD, no projection), ``ogd_sorted`` (eagerly projected state), ``ogd_lazy``
+(OGD with lazy projection) and ``aci`` (adaptive conformal inference per level).
+
+Settings (``-M``): ``lr`` (ogd*, pnorm: step = lr x burn-in score scale, default 0.05), ``wealth`` (up:
+initial wealth in units of the score scale, 0.05), ``grid`` (up: betting fractions, 201), ``gamma``
+(aci: 0.005). A request whose stream has NaN/inf values, or bad levels/forecaster, gets an error
+output naming the problem; the other streams of the run go on.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness.registry import model
+from harness.tasks.conformal.forecasters import FORECASTERS
+from harness.tasks.conformal.learners import DEFAULTS, METHODS
+from harness.tasks.conformal.online import encode, run_online
+from harness.tasks.conformal.streams import nan_steps, parse_levels
+from harness.types import Output, Request, Usage
+
+GENERATION = {"temperature", "max_tokens", "top_p", "seed", "stop", "logprobs"}
+SETTINGS = {"lr", "wealth", "grid", "gamma"}
+
+
+def _stream_options(request: Request) -> dict[str, Any]:
+    for m in request.messages:
+        for p in m.content:
+            if p.options and "stream" in p.options:
+                return p.options
+    raise ValueError("the request carries no stream (options['stream'])")
+
+
+@dataclass
+class OnlineConformal:
+    method: str
+    settings: dict[str, float] = field(default_factory=dict)
+    spec: str = ""
+    batch_size: int = 1
+    concurrency: int = 1
+    cacheable: bool = False  # a run is cheap and its reply is large: a cache would only double the storage
+    modalities: frozenset[str] = frozenset({"text"})
+
+    def run_one(self, request: Request) -> Output:
+        try:
+            opts = _stream_options(request)
+            stream = [float(v) for v in opts["stream"]]
+            bad = nan_steps(stream)
+            if bad:
+                shown = ", ".join(map(str, bad[:5])) + (" ..." if len(bad) > 5 else "")
+                return Output(error=f"the stream has {len(bad)} non-finite values (steps {shown})")
+            levels = parse_levels(opts.get("levels"))
+            forecaster = str(opts.get("forecaster", "ar"))
+            if forecaster not in FORECASTERS:
+                return Output(error=f"unknown forecaster {forecaster!r}; choose one of {', '.join(FORECASTERS)}")
+            burn_in = int(opts.get("burn_in", 100))
+            if not 2 <= burn_in < len(stream):
+                return Output(error=f"burn_in {burn_in} must be at least 2 and shorter than the stream ({len(stream)})")
+            res = run_online(stream, [1.0 - v for v in levels], self.method, forecaster, burn_in, self.settings)
+        except (ValueError, TypeError, KeyError) as exc:
+            return Output(error=f"{self.spec}: {exc}")
+        pred = {"yhat": encode(res.yhat), "q": encode(res.q), "T": len(res.yhat), "d": len(levels),
+                "burn_in": burn_in, "seconds": res.seconds}
+        return Output(text=f"{len(res.yhat)} steps x {len(levels)} levels", prediction=pred,
+                      usage=Usage(calls=1, seconds=res.seconds), details={"method": self.spec})
+
+    async def generate(self, requests: Sequence[Request]) -> list[Output]:
+        return [self.run_one(r) for r in requests]
+
+
+def _settings(method: str, settings: dict[str, Any]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for key, value in settings.items():
+        if key in GENERATION:
+            continue
+        if key not in SETTINGS:
+            close = difflib.get_close_matches(key, sorted(SETTINGS), n=1, cutoff=0.4)
+            hint = f"; did you mean {close[0]!r}?" if close else f" (known: {', '.join(sorted(SETTINGS))})"
+            raise ValueError(f"ocp:{method}: unknown setting {key!r}{hint}")
+        if key not in DEFAULTS[method]:
+            raise ValueError(f"ocp:{method}: setting {key!r} does not apply (it takes {', '.join(DEFAULTS[method])})")
+        try:
+            out[key] = float(value)
+        except (TypeError, ValueError):
+            raise ValueError(f"ocp:{method}: {key} must be a number, got {value!r}") from None
+        if out[key] <= 0:
+            raise ValueError(f"ocp:{method}: {key} must be positive, got {value!r}")
+    return out
+
+
+@model("ocp", description="Multi-level online conformal prediction: ocp:pnorm | up | ogd | ogd_sorted | ogd_lazy | aci")
+def ocp(path: str | None, **settings: Any) -> OnlineConformal:
+    method = path or "pnorm"
+    if method not in METHODS:
+        close = difflib.get_close_matches(method, METHODS, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise ValueError(f"unknown ocp method {method!r}{hint} (choose one of {', '.join(METHODS)})")
+    cfg = _settings(method, settings)
+    shown = "&".join(f"{k}={v:g}" for k, v in sorted(cfg.items()))
+    return OnlineConformal(method, cfg, f"ocp:{method}" + (f"?{shown}" if shown else ""))
