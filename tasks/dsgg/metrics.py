@@ -203,6 +203,16 @@ def _rank_within_frame(frame: np.ndarray, score: np.ndarray, position: np.ndarra
     return order[np.repeat(starts, lengths) + orig_col]
 
 
+def _distribution(x: np.ndarray, n_pairs: int, block: tuple[int, int], name: str) -> np.ndarray:
+    """(P, width) scores of one predicate category. The width is known, so a prediction with no pairs
+    is a (0, width) array (``reshape(0, -1)`` cannot infer it) and scores R@K = 0, as in STTran."""
+    x = np.asarray(x, dtype=float)
+    width = block[1] - block[0]
+    if x.size != n_pairs * width:
+        raise ValueError(f"{name}: expected {n_pairs} x {width} scores (one row per pair), got {x.size} values")
+    return x.reshape(n_pairs, width)
+
+
 def ag_candidates(pred: AGPrediction, constraint: str = "with", semi_threshold: float = 0.9,
                   max_rank: int = 100) -> Candidates:
     """Turn STTran-layout scores into ranked triplets under a graph constraint (top ``max_rank``).
@@ -220,9 +230,9 @@ def ag_candidates(pred: AGPrediction, constraint: str = "with", semi_threshold: 
     boxes = np.asarray(pred.boxes, dtype=float).reshape(-1, 4)
     oscore = np.asarray(pred.obj_scores, dtype=float)
     blocks = [
-        (pairs[:, 0], pairs[:, 1], np.asarray(pred.attention, dtype=float).reshape(len(pairs), -1), ATTENTION),
-        (pairs[:, 1], pairs[:, 0], np.asarray(pred.spatial, dtype=float).reshape(len(pairs), -1), SPATIAL),
-        (pairs[:, 0], pairs[:, 1], np.asarray(pred.contacting, dtype=float).reshape(len(pairs), -1), CONTACTING),
+        (pairs[:, 0], pairs[:, 1], _distribution(pred.attention, len(pairs), ATTENTION, "attention"), ATTENTION),
+        (pairs[:, 1], pairs[:, 0], _distribution(pred.spatial, len(pairs), SPATIAL, "spatial"), SPATIAL),
+        (pairs[:, 0], pairs[:, 1], _distribution(pred.contacting, len(pairs), CONTACTING, "contacting"), CONTACTING),
     ]
     if constraint == "no":
         return _no_constraint_candidates(pf, blocks, oscore, labels, boxes, max_rank)

@@ -18,20 +18,48 @@ from harness.tasks.dsgg import metrics as M
 from harness.tasks.dsgg import set_metrics as S
 from harness.tasks.dsgg.scoring import KS, Vocab, _sparse, gt_rows
 
-
-def _prediction(pred: dict[str, Any]) -> M.AGPrediction:
-    arr = lambda key, dtype=float: np.asarray(pred[key], dtype=dtype)  # noqa: E731
-    return M.AGPrediction(arr("boxes").reshape(-1, 4), arr("labels", np.int64), arr("obj_scores"),
-                          arr("pair_idx", np.int64).reshape(-1, 2), arr("pair_frame", np.int64),
-                          arr("attention").reshape(-1, 3), arr("spatial").reshape(-1, 6),
-                          arr("contacting").reshape(-1, 17))
+FIELDS = ("boxes", "labels", "obj_scores", "pair_idx", "pair_frame", "attention", "spatial", "contacting")
+WIDTHS = {"boxes": 4, "pair_idx": 2, "attention": 3, "spatial": 6, "contacting": 17}
 
 
-def score_sttran(video: dict[str, Any], pred: dict[str, Any], vocab: Vocab, weights: np.ndarray
+class PredictionError(ValueError):
+    """A malformed STTran-format prediction; the message is one line."""
+
+
+def parse_prediction(pred: dict[str, Any], n_frames: int) -> M.AGPrediction:
+    """Check and convert a prediction. Empty lists (no boxes, no pairs) are valid: they score 0.
+    Only this step rejects input; scoring a prediction that passed it must not raise."""
+    missing = [k for k in FIELDS if k not in pred]
+    if missing:
+        raise PredictionError(f"missing field(s) {', '.join(missing)}")
+    arrays: dict[str, np.ndarray] = {}
+    for key in FIELDS:
+        dtype = np.int64 if key in ("labels", "pair_idx", "pair_frame") else float
+        try:
+            a = np.asarray(pred[key], dtype=dtype)
+        except (TypeError, ValueError, OverflowError):
+            raise PredictionError(f"field {key!r} is not a numeric array") from None
+        width = WIDTHS.get(key, 1)
+        if a.size % width:
+            raise PredictionError(f"field {key!r} should have {width} values per row, got {a.size} values")
+        arrays[key] = a.reshape(-1, width) if key in WIDTHS else a.reshape(-1)
+    n_boxes, n_pairs = len(arrays["boxes"]), len(arrays["pair_idx"])
+    for key in ("labels", "obj_scores"):
+        if len(arrays[key]) != n_boxes:
+            raise PredictionError(f"field {key!r} has {len(arrays[key])} entries for {n_boxes} boxes")
+    for key in ("pair_frame", "attention", "spatial", "contacting"):
+        if len(arrays[key]) != n_pairs:
+            raise PredictionError(f"field {key!r} has {len(arrays[key])} rows for {n_pairs} pairs")
+    if n_pairs and (arrays["pair_idx"].min() < 0 or arrays["pair_idx"].max() >= n_boxes):
+        raise PredictionError(f"pair_idx out of range (0..{n_boxes - 1})")
+    if n_pairs and (arrays["pair_frame"].min() < 0 or arrays["pair_frame"].max() >= n_frames):
+        raise PredictionError(f"pair_frame out of range (0..{n_frames - 1})")
+    return M.AGPrediction(*(arrays[k] for k in FIELDS))
+
+
+def score_sttran(video: dict[str, Any], p: M.AGPrediction, vocab: Vocab, weights: np.ndarray
                  ) -> tuple[dict[str, float], dict[str, Any]]:
-    p = _prediction(pred)
-    if p.pair_idx.size and (p.pair_idx.max() >= len(p.labels) or p.pair_frame.max() >= video["n_frames"]):
-        raise ValueError("pair_idx or pair_frame out of range")
+    """``p`` from :func:`parse_prediction`."""
     rows = gt_rows(video)
     gt = S.Triplets.from_rows([(f, vocab.category(video, s) + 1, vocab.pred_id[pr], vocab.category(video, o) + 1,
                                 sb, ob) for f, s, pr, o, sb, ob in rows])

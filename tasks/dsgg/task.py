@@ -120,15 +120,17 @@ def dsgg(dataset: str = "action-genome", data_dir: str | None = None, split: str
 
     def score(sample: Sample, output: Output, ctx: ScoreContext) -> Score:
         from harness.tasks.dsgg.scoring import score_video
-        from harness.tasks.dsgg.sttran_format import score_sttran
+        from harness.tasks.dsgg.sttran_format import PredictionError, parse_prediction, score_sttran
 
         video = sample.target
         pred = output.prediction
         if isinstance(pred, dict) and pred.get("format") == "sttran":
             try:
-                values, details = score_sttran(video, pred, vocab(), weights())
-            except (KeyError, ValueError, IndexError, TypeError) as exc:
-                return Score.not_scored(f"bad STTran-format prediction: {type(exc).__name__}: {exc}")
+                parsed = parse_prediction(pred, video["n_frames"])
+            except PredictionError as exc:
+                return Score.not_scored(f"bad STTran-format prediction: {exc}")
+            # a prediction that parsed is valid input: an exception from here on is a scorer bug and surfaces
+            values, details = score_sttran(video, parsed, vocab(), weights())
             return Score(values=values, details=details, explanation="scored STTran-format prediction")
         dropped: list[str] = []
         parse_error = None
