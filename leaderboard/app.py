@@ -8,18 +8,21 @@ scripts from this origin only, a second line of defence behind Jinja's autoescap
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import FileResponse, Response
 from fastapi.staticfiles import StaticFiles
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from harness.store.db import open_db
 
 from .cache import ViewCache
 from .media import allowed_path, kind_of, media_roots_from_env
-from .responses import CachedPagesASGI
+from .responses import CachedPagesASGI, error_response, validation_detail
 from .templating import STATIC_DIR, make_env
 from .views import NotFound
 
@@ -59,15 +62,19 @@ def plotly_js_path() -> Path:
     return Path(next(iter(spec.submodule_search_locations))) / "package_data" / "plotly.min.js"
 
 
+DEFAULT_MAX_PUSH_MB = 64
+
+
 def create_app(db_url: str | None = None, *, write_token: str | None = None,
                media_roots: list[str | Path] | None = None, cache_seconds: float = 1.0,
-               cache_entries: int = 512) -> FastAPI:
+               cache_entries: int = 512, max_push_bytes: int | None = None) -> FastAPI:
     """The leaderboard app on ``db_url`` (default ``$HARNESS_DB_URL`` or ``sqlite:///harness.db``).
 
     ``write_token``: a token accepted for pushes besides those in ``api_tokens``; ``media_roots``:
     folders whose files the run page may show (default ``$HARNESS_MEDIA_ROOT``); ``cache_seconds``:
     how stale a cached page may get before the database fingerprint is checked again;
-    ``cache_entries``: how many rendered pages to keep (0 turns the cache off: the benchmark baseline).
+    ``cache_entries``: how many rendered pages to keep (0 turns the cache off: the benchmark baseline);
+    ``max_push_bytes``: the largest push body accepted (default ``$HARNESS_MAX_PUSH_MB`` or 64 MB; 413 past it).
     """
     import harness
 
@@ -76,6 +83,8 @@ def create_app(db_url: str | None = None, *, write_token: str | None = None,
     app.state.sessions = open_db(db_url)
     app.state.cache = ViewCache(app.state.sessions, check_every=cache_seconds, max_entries=cache_entries)
     app.state.write_token = write_token
+    app.state.max_push_bytes = max_push_bytes or int(
+        float(os.environ.get("HARNESS_MAX_PUSH_MB") or DEFAULT_MAX_PUSH_MB) * 1024 * 1024)
     app.state.media_roots = [Path(p) for p in media_roots] if media_roots is not None else media_roots_from_env()
     app.state.env = make_env()
     app.add_middleware(CachedPagesASGI, cache_of=lambda: app.state.cache)
@@ -91,20 +100,36 @@ def create_app(db_url: str | None = None, *, write_token: str | None = None,
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
 
     @app.get("/media", include_in_schema=False)
-    def media(path: str) -> FileResponse:
+    def media(request: Request, path: str) -> FileResponse:
         real = allowed_path(path, app.state.media_roots)
         if real is None:  # same answer for "missing" and "not allowed": no probing of the file system
-            return JSONResponse({"detail": "no such media file"}, status_code=404)  # type: ignore[return-value]
+            return error_response(request, 404, "no such media file")  # type: ignore[return-value]
         if kind_of(str(real)) == "file":  # never render other files (HTML, ...) in our origin
             return FileResponse(real, media_type="application/octet-stream", filename=real.name)
         return FileResponse(real)
 
+    # every error has one look: a JSON problem under /api/, the styled page elsewhere (never the
+    # framework's raw default), and nothing internal (no traceback, no SQL) in either
     @app.exception_handler(NotFound)
     async def not_found(request: Request, exc: NotFound) -> Response:
-        if request.url.path.startswith("/api/"):
-            return JSONResponse({"detail": str(exc)}, status_code=404)
-        body = app.state.env.get_template("error.html").render(page_title="Not found", message=str(exc), nav="")
-        return HTMLResponse(body, status_code=404)
+        return error_response(request, 404, str(exc))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
+        return error_response(request, exc.status_code, str(exc.detail), headers=getattr(exc, "headers", None))
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, exc: RequestValidationError) -> Response:
+        detail, errors = validation_detail(list(exc.errors()))
+        return error_response(request, 422, detail, errors=errors)
+
+    @app.exception_handler(OverflowError)
+    async def overflow(request: Request, exc: OverflowError) -> Response:  # a number no column can hold
+        return error_response(request, 422, "a number in the request is out of range")
+
+    @app.exception_handler(Exception)
+    async def internal(request: Request, exc: Exception) -> Response:
+        return error_response(request, 500, "internal error (logged on the server)")
 
     from .routes_api import router as api_router
     from .routes_pages import router as pages_router

@@ -5,13 +5,19 @@ plus a chunk of sample rows and/or judgement rows. Every POST is an upsert keyed
 task (name, version, content hash), model (spec), run (name, must have the same config hash),
 samples (run, sample id, epoch: ON CONFLICT DO NOTHING), judgements (run, sample id, epoch, judge
 spec, prompt hash, raw reply), metrics (replaced). Pushing the same run twice changes nothing.
+
+Trust: the token that created a run owns it (``run_owners``); another token pushing into it is
+refused with 403 unless it is an admin token. Pushed metrics are not taken on trust: each is
+recomputed from the stored sample rows (``verify.py``) and stored with the server's value, n and
+CI, or refused (not stored, never ranked; listed in ``metrics_refused``). Numbers are bounded
+(32-bit counts, finite floats) so nothing a client sends can overflow a column.
 """
 
 from __future__ import annotations
 
 import hashlib
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import func, select
@@ -19,10 +25,18 @@ from sqlalchemy.orm import Session
 
 from harness.store import ops
 from harness.store.schema import JudgementRow, RunRow, SampleResultRow, utcnow
+from harness.store.schema_leaderboard import RunOwnerRow
 from harness.types import Metric
+
+from .tokens import Identity
+from .verify import verify
 
 FORMAT = 1
 MAX_ROWS = 5000  # per request; the client sends chunks of a few hundred
+INT_MAX = 2**31 - 1  # the store's Integer columns are 32-bit on PostgreSQL
+
+Count = Annotated[int, Field(ge=0, le=INT_MAX)]
+Finite = Annotated[float, Field(allow_inf_nan=False, ge=-1e300, le=1e300)]
 
 
 class _In(BaseModel):
@@ -54,7 +68,7 @@ class RunIn(_In):
     harness_version: str = Field(default="", max_length=50)
     git_revision: str = Field(default="", max_length=64)
     status: str = Field(default="finished", max_length=20)
-    n_samples: int = Field(default=0, ge=0)
+    n_samples: Count = 0
     created_at: datetime | None = None
     started_at: datetime | None = None
     finished_at: datetime | None = None
@@ -62,22 +76,22 @@ class RunIn(_In):
 
 class SampleIn(_In):
     sample_id: str = Field(min_length=1, max_length=300)
-    epoch: int = Field(default=0, ge=0)
+    epoch: Count = 0
     input_hash: str = Field(default="", max_length=64)
     input: dict[str, Any] = {}
     target: Any = None
     output: str = ""
     prediction: Any = None
     answer: str | None = None
-    scores: dict[str, float | None] = {}
+    scores: dict[str, Finite | None] = {}
     unscored: str | None = None
     explanation: str = ""
     details: dict[str, Any] = {}
-    input_tokens: int = 0
-    output_tokens: int = 0
-    calls: int = 0
-    cost: float = 0.0
-    latency_s: float = 0.0
+    input_tokens: Count = 0
+    output_tokens: Count = 0
+    calls: Count = 0
+    cost: Finite = 0.0
+    latency_s: Finite = 0.0
     cached: bool = False
     error: str | None = None
     error_kind: str | None = Field(default=None, max_length=50)
@@ -86,17 +100,17 @@ class SampleIn(_In):
 
 class MetricIn(_In):
     name: str = Field(min_length=1, max_length=200)
-    value: float
-    ci_low: float | None = None
-    ci_high: float | None = None
-    n: int = 0
+    value: Finite
+    ci_low: Finite | None = None
+    ci_high: Finite | None = None
+    n: Count = 0
     breakdown_key: str = Field(default="", max_length=100)
     breakdown_value: str = Field(default="", max_length=300)
 
 
 class JudgementIn(_In):
     sample_id: str = Field(default="", max_length=300)
-    epoch: int = 0
+    epoch: Count = 0
     judge_spec: str = Field(max_length=500)
     prompt_hash: str = Field(max_length=64)
     raw: str = ""
@@ -122,10 +136,16 @@ class PushResult(BaseModel):
     samples_inserted: int
     judgements_inserted: int
     n_done: int
+    metrics_stored: int = 0
+    metrics_refused: list[str] = []
 
 
 class PushConflict(ValueError):
     """The run name exists on the server with a different configuration, task or model."""
+
+
+class PushForbidden(PermissionError):
+    """The run exists and belongs to another token (only its owner or an admin may push into it)."""
 
 
 def _count_samples(s: Session, run_id: int) -> int:
@@ -136,7 +156,23 @@ def _judgement_key(sample_id: str, epoch: int, judge_spec: str, prompt_hash: str
     return sample_id, epoch, judge_spec, prompt_hash, hashlib.sha256(raw.encode()).hexdigest()
 
 
-def ingest(s: Session, push: PushIn) -> PushResult:
+def _claim(s: Session, run: RunRow, created: bool, who: Identity) -> None:
+    owner = s.get(RunOwnerRow, run.id)
+    if created:
+        s.add(RunOwnerRow(run_id=run.id, token_name=who.name))
+        s.flush()
+        return
+    if who.admin:
+        return
+    if owner is None or owner.token_name != who.name:
+        holder = "another token" if owner is not None else "no token (it was not pushed)"
+        raise PushForbidden(f"run {run.name!r} belongs to {holder}; only its owner or an admin token may push "
+                            "into it (push under another name)")
+
+
+def ingest(s: Session, push: PushIn, who: Identity | None = None) -> PushResult:
+    """Write one push chunk as ``who`` (default: an admin, for in-process callers)."""
+    who = who or Identity("static", True)
     if push.format != FORMAT:
         raise ValueError(f"push format {push.format} is not supported (this server speaks {FORMAT})")
     task = ops.get_or_create_task(s, **push.task.model_dump())
@@ -151,7 +187,9 @@ def ingest(s: Session, push: PushIn) -> PushResult:
                      started_at=r.started_at, finished_at=r.finished_at)
         s.add(run)
         s.flush()
+        _claim(s, run, True, who)
     else:
+        _claim(s, run, False, who)
         if run.config_hash != r.config_hash or run.task_id != task.id or run.model_id != model.id:
             raise PushConflict(f"run {r.name!r} exists on this server with a different configuration, task or "
                                "model; push it under another name")
@@ -164,10 +202,12 @@ def ingest(s: Session, push: PushIn) -> PushResult:
                           for x in push.samples])
     after = _count_samples(s, run.id)
     n_judgements = _write_judgements(s, run.id, push.judgements)
-    ops.replace_metrics(s, run.id, [Metric(**m.model_dump()) for m in push.metrics])
+    kept, refused = verify(ops.load_records(s, run.id), [Metric(**m.model_dump()) for m in push.metrics])
+    ops.replace_metrics(s, run.id, kept)
     ops.refresh_run_counts(s, run.id)
     return PushResult(run_id=run.id, run_name=run.name, created=created, samples_received=len(push.samples),
-                      samples_inserted=after - before, judgements_inserted=n_judgements, n_done=after)
+                      samples_inserted=after - before, judgements_inserted=n_judgements, n_done=after,
+                      metrics_stored=len(kept), metrics_refused=refused)
 
 
 def _write_judgements(s: Session, run_id: int, items: list[JudgementIn]) -> int:

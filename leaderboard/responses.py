@@ -88,3 +88,48 @@ class CachedPagesASGI:
         headers.append((b"content-length", str(len(body)).encode()))
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         await send({"type": "http.response.body", "body": body})
+
+
+# ---- errors: one look everywhere ------------------------------------------------------------------
+
+PROBLEM_TYPE = "application/problem+json"
+
+
+def wants_json(path: str) -> bool:
+    """JSON problems for the API (``/api/...``, ``/openapi.json``), styled HTML pages for the rest."""
+    return path.startswith("/api/") or path.endswith(".json")
+
+
+def error_response(request: Request, status: int, detail: str, *, errors: list[dict[str, Any]] | None = None,
+                   headers: dict[str, str] | None = None) -> Response:
+    """An RFC 9457 problem document for API routes, the styled error page for HTML routes."""
+    import json
+    from http import HTTPStatus
+
+    from fastapi.responses import HTMLResponse
+
+    try:
+        title = HTTPStatus(status).phrase
+    except ValueError:
+        title = "Error"
+    if wants_json(request.url.path):
+        body: dict[str, Any] = {"type": "about:blank", "title": title, "status": status, "detail": detail}
+        if errors:
+            body["errors"] = errors
+        return Response(json.dumps(body, ensure_ascii=False), status_code=status, media_type=PROBLEM_TYPE,
+                        headers=headers)
+    env = request.app.state.env
+    html = env.get_template("error.html").render(page_title=title, message=detail, nav="", status=status,
+                                                 request_path=request.url.path)
+    return HTMLResponse(html, status_code=status, headers=headers)
+
+
+def validation_detail(errors: list[dict[str, Any]], limit: int = 5) -> tuple[str, list[dict[str, Any]]]:
+    """A one-line summary naming the offending fields, plus a JSON-safe list of them."""
+    items = []
+    for e in errors[:50]:
+        loc = [str(p) for p in e.get("loc", ()) if p != "body"]
+        items.append({"field": ".".join(loc), "message": str(e.get("msg", "invalid"))[:200]})
+    summary = "; ".join(f"{i['field'] or 'body'}: {i['message']}" for i in items[:limit])
+    more = f" (+{len(items) - limit} more)" if len(items) > limit else ""
+    return f"invalid request: {summary}{more}", items

@@ -6,21 +6,26 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Header, HTTPException, Query, Request
+from fastapi import APIRouter, HTTPException, Path, Query, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response, StreamingResponse
+from pydantic import ValidationError
 from sqlalchemy.exc import IntegrityError
 from starlette.concurrency import run_in_threadpool
 
 from . import views
-from .ingest import PushConflict, PushIn, PushResult, ingest
+from .ingest import PushConflict, PushForbidden, PushIn, PushResult, ingest
 from .responses import cached
 from .tables import Table, to_csv, to_json
-from .tokens import check_token
+from .tokens import Identity, identify
 
 router = APIRouter(prefix="/api", tags=["leaderboard"])
 
 JSON_TYPE = "application/json"
 CSV_TYPE = "text/csv; charset=utf-8"
+ID_MAX = 2**63 - 1  # the largest id any engine stores; a longer number is a 422, never an overflow (500)
+RowId = Annotated[int, Path(ge=0, le=ID_MAX)]
+QueryId = Annotated[int, Query(ge=0, le=ID_MAX)]
 
 
 def _table_response_builder(make_view, name: str, fmt: str):  # type: ignore[no-untyped-def]
@@ -87,7 +92,7 @@ async def models_csv(request: Request) -> Response:
 
 
 @router.get("/models/{model_id}/runs.{fmt}", summary="All runs of a model (fmt: json or csv)")
-async def model_runs(request: Request, model_id: int, fmt: str) -> Response:
+async def model_runs(request: Request, model_id: RowId, fmt: str) -> Response:
     if fmt not in ("json", "csv"):
         raise HTTPException(404, "formats: json, csv")
     return await _table(request, lambda: views.model_view(request.app.state.sessions, model_id), "runs", fmt)
@@ -104,7 +109,7 @@ async def runs_csv(request: Request, task: str = "") -> Response:
 
 
 @router.get("/runs/{run_id}", summary="A run: configuration, versions and metrics")
-async def run_json(request: Request, run_id: int) -> dict[str, Any]:
+async def run_json(request: Request, run_id: RowId) -> dict[str, Any]:
     def build() -> dict[str, Any]:
         view = views.run_view(request.app.state.sessions, run_id, [], per_page=1)
         run = view.context["run"]
@@ -119,7 +124,7 @@ async def run_json(request: Request, run_id: int) -> dict[str, Any]:
 
 
 @router.get("/runs/{run_id}/metrics.{fmt}", summary="A run's metric rows incl. breakdowns (fmt: json or csv)")
-async def run_metrics(request: Request, run_id: int, fmt: str) -> Response:
+async def run_metrics(request: Request, run_id: RowId, fmt: str) -> Response:
     if fmt not in ("json", "csv"):
         raise HTTPException(404, "formats: json, csv")
     return await _table(request, lambda: views.run_view(request.app.state.sessions, run_id, [], per_page=1),
@@ -127,7 +132,7 @@ async def run_metrics(request: Request, run_id: int, fmt: str) -> Response:
 
 
 @router.get("/runs/{run_id}/samples", summary="A page of a run's sample rows (searchable)")
-async def run_samples(request: Request, run_id: int, page: Annotated[int, Query(ge=1)] = 1,
+async def run_samples(request: Request, run_id: RowId, page: Annotated[int, Query(ge=1, le=10**9)] = 1,
                       per_page: Annotated[int, Query(ge=1, le=500)] = 50, q: str = "",
                       status: Annotated[str, Query(pattern="^(all|errors|unscored|scored)$")] = "all",
                       ) -> dict[str, Any]:
@@ -137,7 +142,7 @@ async def run_samples(request: Request, run_id: int, page: Annotated[int, Query(
 
 
 @router.get("/runs/{run_id}/samples.jsonl", summary="All of a run's sample rows as JSON lines")
-async def run_samples_jsonl(request: Request, run_id: int) -> StreamingResponse:
+async def run_samples_jsonl(request: Request, run_id: RowId) -> StreamingResponse:
     sessions = request.app.state.sessions
     await run_in_threadpool(views.sample_dicts, sessions, run_id, page=1, per_page=1, q="", status="all")  # 404
     return StreamingResponse(views.iter_sample_jsonl(sessions, run_id), media_type="application/x-ndjson",
@@ -145,44 +150,82 @@ async def run_samples_jsonl(request: Request, run_id: int) -> StreamingResponse:
 
 
 @router.get("/compare", summary="Paired comparison of two runs on shared samples (JSON)")
-async def compare_json(request: Request, a: int, b: int) -> Response:
+async def compare_json(request: Request, a: QueryId, b: QueryId) -> Response:
     return await _table(request, lambda: views.compare_view(request.app.state.sessions, a, b), "compare", "json")
 
 
 @router.get("/compare.csv", summary="Paired comparison of two runs (CSV)")
-async def compare_csv(request: Request, a: int, b: int) -> Response:
+async def compare_csv(request: Request, a: QueryId, b: QueryId) -> Response:
     return await _table(request, lambda: views.compare_view(request.app.state.sessions, a, b), "compare", "csv")
 
 
 # ---- writes --------------------------------------------------------------------------------------
 
 
-def require_token(request: Request, authorization: Annotated[str | None, Header()] = None) -> str:
-    """Bearer token check for writes; 401 for a missing, unknown or revoked token."""
-    scheme, _, token = (authorization or "").partition(" ")
+def require_token(request: Request) -> Identity:
+    """Bearer token check for writes; 401 for a missing, unknown or revoked token. Runs before the
+    body is read, so an unauthenticated client cannot make the server parse anything."""
+    scheme, _, token = (request.headers.get("authorization") or "").partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
         raise HTTPException(401, "writes need 'Authorization: Bearer <token>' (harness tokens create NAME)",
                             headers={"WWW-Authenticate": "Bearer"})
-    name = check_token(request.app.state.sessions, token.strip(), request.app.state.write_token)
-    if name is None:
+    who = identify(request.app.state.sessions, token.strip(), request.app.state.write_token)
+    if who is None:
         raise HTTPException(401, "invalid or revoked token", headers={"WWW-Authenticate": "Bearer"})
-    return name
+    return who
 
 
-@router.post("/runs", summary="Upload (a chunk of) a run; idempotent", response_model=PushResult)
-async def push(request: Request, body: PushIn, _token: Annotated[str, Depends(require_token)]) -> PushResult:
+async def read_capped(request: Request, limit: int) -> bytes:
+    """The request body, streamed, refused with 413 as soon as it is longer than ``limit`` bytes."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise HTTPException(413, f"push body larger than the server's limit of {limit} bytes; push in smaller chunks")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise HTTPException(413, f"push body larger than the server's limit of {limit} bytes; push in smaller "
+                                "chunks")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def parse_push(raw: bytes) -> PushIn:
+    """The body as a PushIn; 422 (naming the fields) for anything else, NaN and 40-digit numbers included."""
+    try:
+        data = json.loads(raw)
+    except (ValueError, RecursionError) as exc:
+        raise HTTPException(422, f"push body is not JSON: {str(exc)[:200]}") from None
+    try:
+        return PushIn.model_validate(data)
+    except ValidationError as exc:
+        raise RequestValidationError(exc.errors(include_url=False, include_context=False)) from None
+
+
+@router.post("/runs", summary="Upload (a chunk of) a run; idempotent", response_model=PushResult,
+             openapi_extra={"requestBody": {"required": True, "content": {"application/json": {
+                 "schema": {"type": "object", "description": "task, model, run, metrics, samples, judgements "
+                            "(see harness.leaderboard.ingest.PushIn)"}}}}})
+async def push(request: Request) -> PushResult:
     """Upsert the task, model and run rows, insert the sample and judgement rows not already
-    present, replace the run's metrics. Sending the same body again changes nothing."""
+    present, replace the run's metrics with those the server recomputes from the stored samples.
+    Sending the same body again changes nothing. The token is checked before the body is read; a
+    body over the server's size limit is refused with 413; a run another token pushed answers 403."""
+    who = await run_in_threadpool(require_token, request)
+    body = parse_push(await read_capped(request, request.app.state.max_push_bytes))
+
     def write() -> PushResult:
         with request.app.state.sessions.begin() as s:
-            return ingest(s, body)
+            return ingest(s, body, who)
 
     try:
         result = await run_in_threadpool(write)
+    except PushForbidden as exc:
+        raise HTTPException(403, str(exc)) from None
     except PushConflict as exc:
         raise HTTPException(409, str(exc)) from None
     except IntegrityError as exc:  # e.g. two pushes of a new run racing: the loser may retry
-        raise HTTPException(409, f"conflicting concurrent write, retry: {exc.orig}") from None
+        raise HTTPException(409, f"conflicting concurrent write, retry: {str(exc.orig)[:200]}") from None
     except ValueError as exc:
         raise HTTPException(422, str(exc)) from None
     request.app.state.cache.bump()

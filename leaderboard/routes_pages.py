@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
+from typing import Annotated
+
+from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import Response
 
 from . import views
@@ -11,6 +13,8 @@ from .responses import cached, render
 router = APIRouter(include_in_schema=False)
 
 HTML = "text/html; charset=utf-8"
+ID_MAX = 2**63 - 1  # a longer number is the styled 422 page, never an overflow (500)
+RowId = Annotated[int, Path(ge=0, le=ID_MAX)]
 
 
 def _clamp(v: int, lo: int, hi: int) -> int:
@@ -45,7 +49,7 @@ async def models(request: Request) -> Response:
 
 
 @router.get("/models/{model_id}")
-async def model(request: Request, model_id: int) -> Response:
+async def model(request: Request, model_id: RowId) -> Response:
     sessions = request.app.state.sessions
     return await cached(request, lambda: (render(request, views.model_view(sessions, model_id)), HTML))
 
@@ -58,7 +62,7 @@ async def runs(request: Request, page: int = 1, per_page: int = 50, task: str = 
 
 
 @router.get("/runs/{run_id}")
-async def run(request: Request, run_id: int, page: int = 1, per_page: int = 20, q: str = "",
+async def run(request: Request, run_id: RowId, page: int = 1, per_page: int = 20, q: str = "",
               status: str = "all") -> Response:
     page, per_page = _clamp(page, 1, 10**6), _clamp(per_page, 1, 200)
     status = status if status in views.queries.SAMPLE_FILTERS else "all"
@@ -69,7 +73,8 @@ async def run(request: Request, run_id: int, page: int = 1, per_page: int = 20, 
 
 
 @router.get("/compare")
-async def compare(request: Request, a: int | None = None, b: int | None = None) -> Response:
+async def compare(request: Request, a: Annotated[int | None, Query(ge=0, le=ID_MAX)] = None,
+                  b: Annotated[int | None, Query(ge=0, le=ID_MAX)] = None) -> Response:
     sessions = request.app.state.sessions
     return await cached(request, lambda: (render(request, views.compare_view(sessions, a, b)), HTML))
 

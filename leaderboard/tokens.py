@@ -1,4 +1,9 @@
-"""API tokens for writes: create (printed once), verify by hash, list, revoke."""
+"""API tokens for writes: create (printed once), verify by hash, list, revoke.
+
+A token has a scope: ``push`` (the default) may create runs and push more into the runs it created;
+``admin`` may also push into any run (and the static token given to ``create_app(write_token=)`` is
+an admin token: it is the operator's own).
+"""
 
 from __future__ import annotations
 
@@ -16,6 +21,8 @@ from harness.store.schema import utcnow
 from harness.store.schema_leaderboard import ApiTokenRow
 
 PREFIX = "hlb_"
+SCOPES = ("push", "admin")
+STATIC_NAME = "static"
 
 
 class TokenError(ValueError):
@@ -26,14 +33,18 @@ def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
-def create_token(sessions: sessionmaker[Session], name: str) -> str:
+def create_token(sessions: sessionmaker[Session], name: str, scope: str = "push") -> str:
     name = name.strip()
     if not name:
         raise TokenError("a token needs a non-empty name")
+    if scope not in SCOPES:
+        raise TokenError(f"token scope must be one of {', '.join(SCOPES)}, got {scope!r}")
+    if name == STATIC_NAME:
+        raise TokenError(f"the name {STATIC_NAME!r} is reserved for the server's configured token")
     token = PREFIX + secrets.token_urlsafe(32)
     try:
         with sessions.begin() as s:
-            s.add(ApiTokenRow(name=name, token_hash=hash_token(token)))
+            s.add(ApiTokenRow(name=name, token_hash=hash_token(token), scope=scope))
     except IntegrityError:
         raise TokenError(f"a token named {name!r} exists already (revoke it or pick another name)") from None
     return token
@@ -45,12 +56,21 @@ class TokenInfo:
     revoked: bool
     created_at: datetime
     last_used_at: datetime | None
+    scope: str = "push"
+
+
+@dataclass(frozen=True, slots=True)
+class Identity:
+    """Who is writing: the token's name and whether it may write into runs it does not own."""
+
+    name: str
+    admin: bool
 
 
 def list_tokens(sessions: sessionmaker[Session]) -> list[TokenInfo]:
     with sessions() as s:
         rows = s.scalars(select(ApiTokenRow).order_by(ApiTokenRow.id)).all()
-        return [TokenInfo(r.name, r.revoked, r.created_at, r.last_used_at) for r in rows]
+        return [TokenInfo(r.name, r.revoked, r.created_at, r.last_used_at, r.scope) for r in rows]
 
 
 def revoke_token(sessions: sessionmaker[Session], name: str) -> None:
@@ -60,15 +80,21 @@ def revoke_token(sessions: sessionmaker[Session], name: str) -> None:
         raise TokenError(f"no token named {name!r}")
 
 
-def check_token(sessions: sessionmaker[Session], token: str, static_token: str | None = None) -> str | None:
-    """The token's name if it may write, else None. ``static_token`` is the one given to
-    ``create_app(write_token=...)`` (compared in constant time)."""
+def identify(sessions: sessionmaker[Session], token: str, static_token: str | None = None) -> Identity | None:
+    """Who this token is if it may write, else None. ``static_token`` is the one given to
+    ``create_app(write_token=...)`` (compared in constant time; an admin)."""
     if static_token and hmac.compare_digest(token.encode(), static_token.encode()):
-        return "static"
+        return Identity(STATIC_NAME, True)
     digest = hash_token(token)
     with sessions.begin() as s:
         row = s.scalar(select(ApiTokenRow).where(ApiTokenRow.token_hash == digest))
         if row is None or row.revoked:
             return None
         row.last_used_at = utcnow()
-        return row.name
+        return Identity(row.name, row.scope == "admin")
+
+
+def check_token(sessions: sessionmaker[Session], token: str, static_token: str | None = None) -> str | None:
+    """The token's name if it may write, else None (see :func:`identify`)."""
+    who = identify(sessions, token, static_token)
+    return who.name if who else None

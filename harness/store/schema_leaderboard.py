@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import Boolean, DateTime, String
+from sqlalchemy import Boolean, DateTime, ForeignKey, String
 from sqlalchemy.orm import Mapped, mapped_column
 
 from harness.store.schema import Base, utcnow
@@ -23,3 +23,12 @@ class ApiTokenRow(Base):
     revoked: Mapped[bool] = mapped_column(Boolean, default=False)
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
     last_used_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
+    scope: Mapped[str] = mapped_column(String(20), default="push", server_default="push")  # "push" or "admin"
+
+
+class RunOwnerRow(Base):
+    """Which token pushed a run first: only that token (or an admin one) may push into it again."""
+
+    __tablename__ = "run_owners"
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True)
+    token_name: Mapped[str] = mapped_column(String(200))
