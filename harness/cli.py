@@ -83,10 +83,8 @@ def eval_cmd(
     db: DbOpt = None,
 ) -> None:
     """Evaluate MODEL on TASK; a rerun with the same settings resumes and does only what is missing."""
-    from harness.data import DatasetError
-    from harness.modelspec import ModelSpecError
-    from harness.registry import UnknownNameError
-    from harness.runner import EvalConfig, RunConfigError, Runner
+    from harness.errors import UserError
+    from harness.runner import EvalConfig, Runner
 
     if epochs < 1:
         fail("--epochs must be at least 1")
@@ -116,7 +114,7 @@ def eval_cmd(
     try:
         runner = Runner(cfg, session_factory=sessions)
         summary = runner.run()
-    except (UnknownNameError, RunConfigError, DatasetError, ModelSpecError, FileNotFoundError) as exc:
+    except (UserError, FileNotFoundError) as exc:
         fail(str(exc))
     except KeyboardInterrupt:
         typer.echo("interrupted: finished samples are stored; rerun the same command to resume", err=True)

@@ -12,8 +12,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from harness.errors import UserError
 
-class DatasetError(ValueError):
+
+class DatasetError(UserError, ValueError):
     """A malformed dataset: the message says which file, which row and which field."""
 
 

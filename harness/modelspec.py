@@ -24,6 +24,7 @@ import ast
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness.errors import UserError
 from harness.registry import UnknownNameError, lookup
 from harness.resources import package_data
 
@@ -31,7 +32,7 @@ from harness.resources import package_data
 ALIAS_DIR = package_data("harness.models", "aliases")
 
 
-class ModelSpecError(ValueError):
+class ModelSpecError(UserError, ValueError):
     pass
 
 
@@ -141,10 +142,7 @@ def build_model(
         if not entry.operator:
             raise ModelSpecError(f"{node.name!r} is a backend, not an operator; write {node.name}:PATH")
         inner = [build_model(a, settings, modalities) for a in node.args]
-        params = dict(node.params)
-        if getattr(entry.factory, "wants_settings", False):  # operators that build a judge= spec themselves
-            params["_settings"] = settings
-        return entry.factory(*inner, **params)
+        return entry.factory(*inner, **dict(node.params))
     if node.path is None:
         # an alias, or a backend with no path (e.g. "builtin" defaults)
         if load_alias(node.name) is not None:

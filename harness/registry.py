@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import Any, Literal
 
+from harness.errors import UserError
+
 Kind = Literal["task", "model"]
 
 
@@ -33,7 +35,7 @@ class Entry:
     operator: bool = False  # model combinators take other models as positional arguments
 
 
-class UnknownNameError(LookupError):
+class UnknownNameError(UserError, LookupError):
     """An unknown task or model name; the message lists the closest known names."""
 
 

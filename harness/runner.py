@@ -24,7 +24,9 @@ from sqlalchemy.orm import Session, sessionmaker
 
 import harness
 from harness.aggregate import aggregate
-from harness.model import Model, close_model
+from harness.client import ModelClient
+from harness.errors import UserError
+from harness.model import FitModel, Model
 from harness.modelspec import alias_settings, build_model
 from harness.registry import lookup
 from harness.store import ops
@@ -36,10 +38,9 @@ from harness.types import Metric, Output, Request, Sample, Score, Usage, stable_
 FLUSH_SECONDS = 0.5
 FLUSH_ROWS = 1000
 SCORE_CONCURRENCY = 64
-GENERATION_KEYS = ("temperature", "max_tokens", "top_p", "seed", "stop", "logprobs")
 
 
-class RunConfigError(ValueError):
+class RunConfigError(UserError, ValueError):
     """A run cannot start: bad options, modality mismatch, name clash."""
 
 
@@ -92,6 +93,13 @@ class RunSummary:
     errors: dict[str, int] = field(default_factory=dict)  # error kind -> count
 
 
+def _details(output: Output | None, score: Score | None) -> dict[str, Any]:
+    out = {**(output.details if output else {}), **(score.details if score else {})}
+    if score is not None and score.judgements:
+        out["_judgements"] = [j.to_dict() for j in score.judgements]
+    return out
+
+
 def git_revision() -> str:
     root = Path(harness.__file__).resolve().parent.parent
     try:
@@ -112,8 +120,12 @@ def build_task(name: str, options: dict[str, Any]) -> Task:
     entry = lookup("task", name)
     try:
         task = entry.factory(**options)
+    except UserError:
+        raise
     except TypeError as exc:
         raise RunConfigError(f"task {name!r}: bad option ({exc})") from None
+    except ValueError as exc:  # a factory refusing an option value
+        raise RunConfigError(f"task {name!r}: {exc}") from None
     return task
 
 
@@ -170,14 +182,22 @@ class Runner:
         self.on_progress = on_progress
         self.n_new = self.n_err = self.n_unscored = 0
         self.error_kinds: dict[str, int] = {}
-        self._settings: dict[str, Any] = dict(cfg.model_settings)
+        self.client: ModelClient | None = None
 
     # ---- setup -------------------------------------------------------------------------------
+    def _client(self, model: Model, settings: dict[str, Any], **kwargs: Any) -> ModelClient:
+        # cache rows of every role go out with the samples' group commit
+        return ModelClient(model, settings=settings, sessions=self.sessions, use_cache=self.cfg.use_cache,
+                           cache_sink=self.cache_buffer.extend, **kwargs)
+
     def prepare_model(self) -> Model:
-        # generation keys of an alias card apply to requests like -M ones (which win)
-        self._settings = {**alias_settings(self.cfg.model, set(self.task.modalities)), **self.cfg.model_settings}
         if self._model is None:
-            self._model = build_model(self.cfg.model, self.cfg.model_settings, set(self.task.modalities))
+            try:
+                self._model = build_model(self.cfg.model, self.cfg.model_settings, set(self.task.modalities))
+            except UserError:
+                raise
+            except (ValueError, TypeError) as exc:  # a backend factory refusing its path or settings
+                raise RunConfigError(f"model {self.cfg.model!r}: {exc}") from None
         if self.cfg.concurrency and hasattr(self._model, "concurrency"):
             # per-request API backends size their connection pool from model.concurrency: --concurrency
             # must reach them, not only the runner's worker count
@@ -188,13 +208,23 @@ class Runner:
                 f"model {self._model.spec!r} cannot take {sorted(missing)} input that task "
                 f"{self.task.name!r} needs (it takes {sorted(self._model.modalities)})"
             )
+        # an alias card's generation keys apply to requests like -M ones (which win)
+        settings = {**alias_settings(self.cfg.model, set(self.task.modalities)), **self.cfg.model_settings}
+        self.client = self._client(self._model, settings, seed=self.cfg.seed, label=self.cfg.model)
         return self._model
 
-    def prepare_judge(self) -> tuple[Model | None, str | None]:
+    def prepare_judge(self) -> tuple[ModelClient | None, str | None]:
         spec = self.cfg.judge or (self.task.default_judge if self.task.needs_judge else None)
         if spec is None:
             return None, None
-        return build_model(spec, self.cfg.judge_settings, {"text"}), spec
+        try:
+            judge = build_model(spec, self.cfg.judge_settings, {"text"})
+        except UserError:
+            raise
+        except (ValueError, TypeError) as exc:
+            raise RunConfigError(f"judge {spec!r}: {exc}") from None
+        # a verdict is pinned: the judge gets no run seed, only its own -J settings
+        return self._client(judge, self.cfg.judge_settings, role="judge", seed=None, label=spec), spec
 
     def open_run(self, model: Model, judge_spec: str | None, n_planned: int) -> RunRow:
         identity = self.cfg.identity(self.task)
@@ -229,13 +259,8 @@ class Runner:
             return run
 
     # ---- per-sample work -----------------------------------------------------------------------
-    def _request(self, item: _Item, model: Model) -> Request:
-        req = self.task.prompt(item.sample)
-        overrides = {k: v for k, v in self._settings.items() if k in GENERATION_KEYS}
-        if req.config.seed is None and "seed" not in overrides:
-            overrides["seed"] = self.cfg.seed + item.epoch
-        if overrides:
-            req.config = req.config.merged(overrides)
+    def _request(self, item: _Item, client: ModelClient) -> Request:
+        req = client.prepare(self.task.prompt(item.sample), epoch=item.epoch)
         req.sample_id, req.epoch = item.sample.id, item.epoch
         return req
 
@@ -260,7 +285,7 @@ class Runner:
             "scores": score.values if score else {},
             "unscored": score.unscored if score else None,
             "explanation": score.explanation if score else "",
-            "details": {**(output.details if output else {}), **(score.details if score else {})},
+            "details": _details(output, score),
             "input_tokens": usage.input_tokens,
             "output_tokens": usage.output_tokens,
             "calls": usage.calls,
@@ -326,36 +351,33 @@ class Runner:
         results = await asyncio.gather(*(gated(i) for i in items))
         return {id(i): r for i, r in zip(items, results, strict=True)}
 
-    def _prepare(self, window: list[_Item], model: Model, run_id: int, use_cache: bool) -> list[_Item]:
+    def _prepare(self, window: list[_Item], client: ModelClient, run_id: int, use_cache: bool) -> list[_Item]:
         """Build the requests of a window of samples and look their replies up in the cache with one
         query (a lookup per sample would cost an SQL round trip each at batch_size 1)."""
         ready: list[_Item] = []
         for item in window:
             try:
-                item.request = self._request(item, model)
+                item.request = self._request(item, client)
                 item.request_dict = item.request.to_dict()
-                item.cache_key = stable_hash([model.spec, item.request_dict])
+                item.cache_key = client.cache_key(item.request_dict)
                 ready.append(item)
             except Exception as exc:  # bad sample (missing media, malformed field): its own error
                 self._record(self._row(item, run_id, None, None, f"prompt: {exc}", "input"))
         if use_cache and ready:
-            with self.sessions() as s:
-                hits = ops.cache_get(s, [i.cache_key for i in ready])
+            hits = client.lookup([i.cache_key for i in ready])
             for item in ready:
                 if item.cache_key in hits:
-                    item.output = Output.from_dict(hits[item.cache_key])
-                    item.output.cached = True
+                    item.output = hits[item.cache_key]
         return ready
 
-    async def _process_chunk(self, ready: list[_Item], model: Model, run_id: int, ctx: ScoreContext,
+    async def _process_chunk(self, ready: list[_Item], client: ModelClient, run_id: int, ctx: ScoreContext,
                              use_cache: bool) -> None:
         todo = [i for i in ready if i.output is None]
         if todo:
             t0 = time.perf_counter()
             try:
-                outputs = await model.generate([i.request for i in todo])  # type: ignore[misc]
-                if len(outputs) != len(todo):
-                    raise RuntimeError(f"model returned {len(outputs)} outputs for {len(todo)} requests")
+                # send, not call: a failed batch is recorded per sample with the exception's kind below
+                outputs = await client.send([i.request for i in todo])  # type: ignore[misc]
             except Exception as exc:
                 msg = f"{type(exc).__name__}: {exc}"
                 for item in todo:
@@ -367,11 +389,8 @@ class Runner:
                 if not out.usage.seconds:
                     out.usage.seconds = elapsed / len(todo)
                 item.output = out
-                if use_cache and out.error is None:
-                    self.cache_buffer.append(
-                        {"key": item.cache_key, "model_spec": model.spec, "response": out.to_dict(),
-                         "created_at": utcnow()}
-                    )
+            if use_cache:
+                client.remember([(item.cache_key, out) for item, out in zip(todo, outputs, strict=False)])
         scored = await self._score_all([i for i in ready if i.output is not None and i.output.error is None], ctx)
         for item in ready:
             out = item.output
@@ -384,10 +403,10 @@ class Runner:
                 self._record(self._row(item, run_id, out, None, err, "scorer"))
                 continue
             # judge verdict records (harness.judge.attach) become rows of the judgements table;
-            # the details keep a copy so the per-sample view shows them
-            for verdict in score.details.get("_judgements", []):
+            # the stored details keep a copy so the per-sample view shows them
+            for verdict in score.judgements:
                 self.judgement_buffer.append({"run_id": run_id, "sample_id": item.sample.id,
-                                              "epoch": item.epoch, "created_at": utcnow(), **verdict})
+                                              "epoch": item.epoch, "created_at": utcnow(), **verdict.to_dict()})
             self._record(self._row(item, run_id, out, score, None, None))
 
     # ---- main loop ---------------------------------------------------------------------------
@@ -395,8 +414,10 @@ class Runner:
         t_start = time.perf_counter()
         samples = select_samples(self.task, self.cfg)
         model = self.prepare_model()
+        client = self.client
+        assert client is not None
         judge, judge_spec = self.prepare_judge()
-        ctx = ScoreContext(judge=judge, judge_spec=judge_spec, sessions=self.sessions, model=model)
+        ctx = ScoreContext(judge=judge, judge_spec=judge_spec, model=client)
         planned = [(s, e) for e in range(self.cfg.epochs) for s in samples]
         run = self.open_run(model, judge_spec, len(planned))
         ctx.run_id = run.id
@@ -404,13 +425,13 @@ class Runner:
             done = ops.done_keys(s, run.id)
         pending = [_Item(s, e) for s, e in planned if (s.id, e) not in done]
         n_skipped = len(planned) - len(pending)
-        use_cache = self.cfg.use_cache and getattr(model, "cacheable", True)
+        use_cache = client.use_cache
         status = "finished"
         try:
-            if pending and hasattr(model, "fit") and self.task.train is not None:
+            if pending and isinstance(model, FitModel) and self.task.train is not None:
                 # fit-then-predict backends (training methods) see the train split once
-                model.fit(list(self.task.train()))  # type: ignore[attr-defined]
-            await self._drive(pending, model, run.id, ctx, use_cache, n_skipped, len(planned))
+                model.fit(list(self.task.train()))
+            await self._drive(pending, client, run.id, ctx, use_cache, n_skipped, len(planned))
         except (KeyboardInterrupt, asyncio.CancelledError):
             status = "interrupted"
             raise
@@ -420,14 +441,15 @@ class Runner:
         finally:
             self.flush(run.id, force=True)
             metrics = self.finalize(run.id, status)
-            await close_model(model)
+            await client.aclose()
             if judge is not None:
-                await close_model(judge)
+                await judge.aclose()
         return RunSummary(run.id, run.name, status, len(planned), n_skipped, self.n_new, self.n_err,
                           self.n_unscored, time.perf_counter() - t_start, metrics, self.error_kinds)
 
-    async def _drive(self, pending: list[_Item], model: Model, run_id: int, ctx: ScoreContext,
+    async def _drive(self, pending: list[_Item], client: ModelClient, run_id: int, ctx: ScoreContext,
                      use_cache: bool, n_skipped: int, n_total: int) -> None:
+        model = client.model
         batch = max(1, int(getattr(model, "batch_size", 1) or 1))
         concurrency = self.cfg.concurrency or int(getattr(model, "concurrency", 1) or 1)
         n_workers = max(1, min(concurrency, -(-len(pending) // batch)))
@@ -446,7 +468,7 @@ class Runner:
             try:
                 for start in range(0, len(pending), window):
                     before = self.n_new
-                    ready = self._prepare(pending[start : start + window], model, run_id, use_cache)
+                    ready = self._prepare(pending[start : start + window], client, run_id, use_cache)
                     advance(before)
                     for i in range(0, len(ready), batch):
                         await queue.put(ready[i : i + batch])
@@ -457,7 +479,7 @@ class Runner:
         async def worker() -> None:
             while (chunk := await queue.get()) is not None:
                 before = self.n_new
-                await self._process_chunk(chunk, model, run_id, ctx, use_cache)
+                await self._process_chunk(chunk, client, run_id, ctx, use_cache)
                 advance(before)
                 self.flush(run_id)
 
@@ -531,7 +553,7 @@ def evaluate(cfg: EvalConfig, **kwargs: Any) -> RunSummary:
 
 
 def score_samples(task: Task, samples: Sequence[Sample], outputs: Sequence[Output]) -> list[Score]:
-    """Score outputs outside a run (used by tests and by ``harness rescore``)."""
+    """Score outputs outside a run (tests, tools): no judge, no model under test."""
 
     async def go() -> list[Score]:
         ctx = ScoreContext()

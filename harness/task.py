@@ -2,11 +2,12 @@
 
 A task family module does::
 
-    @task("gsm8k", description="Grade-school maths, final-answer exact match", family="text")
-    def gsm8k(data_dir: str | None = None) -> Task:
-        return Task(name="gsm8k", version="1", load=..., prompt=..., score=...)
+    @task("gsm8k", description="Grade-school maths, final-answer exact match", family="gsm8k")
+    def gsm8k(data_file: str | None = None) -> Task:
+        return Task(version="1", load=..., score=..., metrics={"exact_match": higher("exact match")})
 
-``harness eval -T key=value`` passes options to the factory.
+``harness eval -T key=value`` passes options to the factory; name, description and family are
+given once, to ``@task``. ``prompt`` defaults to the sample's own messages.
 """
 
 from __future__ import annotations
@@ -18,18 +19,28 @@ from typing import TYPE_CHECKING, Any
 from harness.types import Metric, MetricInfo, Output, Request, Sample, Score
 
 if TYPE_CHECKING:
-    from harness.model import Model
+    from harness.client import ModelClient
 
 
 @dataclass(slots=True)
 class ScoreContext:
-    """What a scorer may use besides the sample and output: the judge model (if any)."""
+    """What a scorer may use besides the sample and output.
 
-    judge: Model | None = None
+    ``model``: the model under test as a :class:`~harness.client.ModelClient` (multi-turn scorers
+    send follow-up turns through it: the run's settings, cache and accounting apply); ``judge``: the
+    judge's client, or None when the run has no judge. A bare model handed in (tests, tools scoring
+    outside a run) is wrapped in a client without a cache."""
+
+    judge: ModelClient | None = None
     judge_spec: str | None = None
     run_id: int | None = None
-    sessions: Any = None  # sessionmaker of the results DB (judge verdict cache); None outside runs
-    model: Model | None = None  # the model under test (multi-turn tasks call it again from score)
+    model: ModelClient | None = None
+
+    def __post_init__(self) -> None:
+        from harness.client import as_client
+
+        self.judge = as_client(self.judge, role="judge", seed=None, label=self.judge_spec)
+        self.model = as_client(self.model)
 
 
 @dataclass(slots=True)

@@ -202,6 +202,20 @@ class Output:
 
 
 @dataclass(slots=True)
+class JudgementRecord:
+    """One judge attempt: stored as a row of ``judgements`` and shown on the sample's page."""
+
+    judge_spec: str
+    prompt_hash: str
+    raw: str
+    verdict: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"judge_spec": self.judge_spec, "prompt_hash": self.prompt_hash, "raw": self.raw,
+                "verdict": self.verdict}
+
+
+@dataclass(slots=True)
 class Score:
     """Named values for one sample. ``unscored`` (with a reason) is not the same as 0: the sample
     is left out of the metric's mean and counted separately."""
@@ -210,7 +224,8 @@ class Score:
     explanation: str = ""
     answer: str | None = None  # the extracted answer the values were computed on
     unscored: str | None = None
-    details: dict[str, Any] = field(default_factory=dict)  # judge verdicts, per-criterion marks
+    details: dict[str, Any] = field(default_factory=dict)  # per-criterion marks, scorer traces
+    judgements: list[JudgementRecord] = field(default_factory=list)  # every judge attempt (harness.judge.attach)
 
     @staticmethod
     def not_scored(reason: str, **details: Any) -> Score:

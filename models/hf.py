@@ -126,7 +126,8 @@ class HFModel:
     concurrency: int = 1
     cacheable: bool = True
     modalities: frozenset[str] = frozenset({"text"})
-    overrides: dict[str, Any] = field(default_factory=dict)
+    # -M keys the model client puts on each request besides GenerationConfig's own (into config.extra)
+    generation_extras: frozenset[str] = frozenset(EXTRA_GENERATION_SETTINGS)
     threads: int | None = None
     load_seconds: float = 0.0
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -162,12 +163,11 @@ class HFModel:
         return "\n\n".join(str(m["content"]) for m in conversation)
 
     def prepare(self, index: int, request: Request) -> _Prepared:
-        overrides = dict(self.overrides)
-        # stop is set apart: `-M stop=###` arrives as one string (not a list of its characters), and
-        # GenerationConfig.merged passes `stop` twice to dataclasses.replace when overrides hold it
-        stop = overrides.pop("stop", request.config.stop)
-        config = request.config.merged(overrides) if overrides else request.config
-        config = replace(config, stop=[stop] if isinstance(stop, str) else list(stop or []))
+        # settings were applied by the model client; a bare string stop (a request built by hand)
+        # is one stop string, not a list of its characters
+        config = request.config
+        if isinstance(config.stop, str):
+            config = replace(config, stop=[config.stop])
         conversation = self._conversation(request.messages)
         prompt: Any = conversation if self.processor is not None else self._template(conversation)
         return _Prepared(index, request, config, prompt, len(str(prompt)))
@@ -410,7 +410,6 @@ def load(path: str, **settings: Any) -> HFModel:
         batch_size=max(1, int(load_opts.get("batch_size", default_batch))),
         concurrency=max(1, int(load_opts.get("concurrency", 1))),
         modalities=_modalities(config, processor),
-        overrides=gen,
         threads=threads,
         load_seconds=time.perf_counter() - t0,
     )

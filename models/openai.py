@@ -50,6 +50,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from harness.client import GENERATION_KEYS
 from harness.models import media
 from harness.modelspec import ModelSpecError
 from harness.registry import model
@@ -58,7 +59,6 @@ from harness.types import Message, Output, Request, Usage
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 PRICES = Path(__file__).with_name("prices.yaml")
 RETRY_STATUS = frozenset({408, 409, 429})
-GENERATION_KEYS = frozenset({"temperature", "max_tokens", "top_p", "seed", "stop", "logprobs"})
 ALL_MODALITIES = frozenset({"text", "image", "video", "audio"})
 
 
@@ -97,7 +97,7 @@ class OpenAISettings:
         extra = dict(settings.get("extra_body") or {})
         for key, value in settings.items():
             if key in ("extra_body",) or key in GENERATION_KEYS:
-                continue  # generation keys reach each request through the runner
+                continue  # generation keys reach each request through the model client
             if key in ("api_key", "key"):
                 raise ModelSpecError("openai: pass API keys through the environment (-M api_key_env=NAME), "
                                      "not as settings (settings are stored with the run)")

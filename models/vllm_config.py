@@ -13,10 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.client import GENERATION_KEYS
 from harness.models.vllm_inputs import SAMPLING_EXTRAS
 
-# generation keys the runner itself merges into every request's GenerationConfig
-GENERATION_KEYS = ("temperature", "max_tokens", "top_p", "seed", "stop", "logprobs")
 ADAPTER_KEYS = (
     "mode",  # "inprocess" (default) or "server"
     "dp",  # data-parallel replicas (Ray actors), each with tensor_parallel_size devices
@@ -79,7 +78,7 @@ def parse_settings(path: str | None, settings: dict[str, Any]) -> VLLMSettings:
     engine = dict(DEFAULT_ENGINE)
     for key, value in settings.items():
         if key in GENERATION_KEYS:
-            continue  # the runner puts these on each request
+            continue  # the model client puts these on each request
         if key in SAMPLING_EXTRAS:
             out.sampling_defaults[key] = value
         elif key == "top_logprobs":

@@ -40,7 +40,7 @@ def test_judge_pair_maps_swapped_verdicts_back() -> None:
     results = {}
     for vote_id in [f"v{i}" for i in range(12)]:
         outcome, verdict = asyncio.run(judge_pair(ctx, vote_id, "a chair", a, b))
-        swapped = verdict.records[0]["verdict"]["swapped"]
+        swapped = verdict.records[0].verdict["swapped"]
         # the judge always prefers whichever side it saw first
         assert outcome == ("b" if swapped else "a")
         results[vote_id] = swapped

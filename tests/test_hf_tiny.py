@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.client import ModelClient
 from harness.modelspec import ModelSpecError, build_model
 from harness.types import GenerationConfig, Message, Part, Request
 from tests.tiny_models import tiny_chat_model, tiny_vision_model  # noqa: F401  (fixtures)
@@ -117,9 +118,10 @@ def test_stop_strings_cut_the_reply(tiny):
     out = run(tiny, [ask(QUESTIONS[0], max_tokens=12, stop=[stop])])[0]
     assert out.text == full[: full.find(stop)]
     assert out.details["finish_reason"] == "stop" and out.usage.output_tokens < 12
-    # `-M stop=...` gives one string: a stop string, not a list of its characters
-    as_setting = build_model(tiny.spec, {"stop": stop})
-    via_setting = run(as_setting, [ask(QUESTIONS[0], max_tokens=12)])[0]
+    # `-M stop=...` gives one string: a stop string, not a list of its characters (the model client
+    # applies -M keys to every request)
+    as_setting = ModelClient(build_model(tiny.spec, {"stop": stop}), settings={"stop": stop})
+    via_setting = asyncio.run(as_setting.generate([ask(QUESTIONS[0], max_tokens=12)]))[0]
     assert via_setting.error is None and via_setting.text == out.text
 
 
@@ -131,10 +133,10 @@ def test_mixed_max_tokens_in_one_call_keep_order(tiny):
 
 
 def test_settings_override_requests_and_enter_the_spec(tiny_chat_model):  # noqa: F811
-    capped = build_model(f"hf:{tiny_chat_model}", {"max_tokens": 4, "batch_size": 2})
+    capped = ModelClient.build(f"hf:{tiny_chat_model}", {"max_tokens": 4, "batch_size": 2})
     assert capped.spec == f"hf:{tiny_chat_model}?max_tokens=4"  # part of the response-cache key
-    assert capped.batch_size == 2
-    outs = run(capped, [ask(q, max_tokens=50) for q in QUESTIONS])
+    assert capped.model.batch_size == 2
+    outs = asyncio.run(capped.generate([ask(q, max_tokens=50) for q in QUESTIONS]))
     assert [o.usage.output_tokens for o in outs] == [4, 4, 4]
 
 

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness.client import ModelClient
 from harness.model import Model
 from harness.models.operators import prompts
 from harness.models.operators.cost import Trace, explicit_rates
@@ -87,6 +88,14 @@ class Operator:
         from harness.modelspec import build_model
 
         return build_model(str(spec), {}, {"text"})
+
+    def client(self, model: Model) -> ModelClient:
+        """The client of an inner model (one per model, kept for the operator's life)."""
+        clients: dict[int, ModelClient] = self.__dict__.setdefault("_clients", {})
+        found = clients.get(id(model))
+        if found is None:
+            found = clients[id(model)] = ModelClient(model, seed=None, use_cache=False)
+        return found
 
     def validate(self) -> None:
         """Subclasses check their parameter ranges here (raise OperatorError)."""
@@ -167,9 +176,9 @@ class Episode:
         return self._seed
 
     async def call(self, role: str, model: Model, requests: list[Request], note: str = "") -> list[Output]:
-        outs = await model.generate(requests)
-        if len(outs) != len(requests):
-            raise RuntimeError(f"{model.spec} returned {len(outs)} outputs for {len(requests)} requests")
+        # through the model's client (usage and failures counted in one place); the operator's own
+        # reply is what the run caches, so inner calls are not cached again
+        outs = await self.op.client(model).send(requests)
         for out in outs:
             self.trace.add(role, model.spec, out, note)
         return outs

@@ -35,7 +35,8 @@ def suite_cmd(
 ) -> None:
     """Run every alignment probe (default options) on one model; prints the run names for `profile`."""
     from harness.cli_support import fail, parse_kv
-    from harness.runner import EvalConfig, RunConfigError, evaluate
+    from harness.errors import UserError
+    from harness.runner import EvalConfig, evaluate
 
     tasks = list(only) if only else list(SUITE)
     bad = [t for t in tasks if t not in SUITE]
@@ -48,7 +49,7 @@ def suite_cmd(
                          progress=progress)
         try:
             summary = evaluate(cfg)
-        except RunConfigError as exc:
+        except UserError as exc:
             fail(str(exc))
         names.append(summary.run_name)
         typer.echo(f"{name}: run {summary.run_name} {summary.status} ({summary.n_new} new, "

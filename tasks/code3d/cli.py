@@ -35,8 +35,8 @@ def judge_cmd(
     from rich.table import Table
 
     from harness.cli_support import parse_kv
+    from harness.client import ModelClient
     from harness.data import read_jsonl
-    from harness.model import close_model
     from harness.modelspec import build_model
     from harness.ratings import RatingsError
     from harness.store.ops import find_run
@@ -56,14 +56,18 @@ def judge_cmd(
                 fail(f"no run {name!r}")
             else:
                 run_ids.append(row.id)
-    judge_model = build_model(judge, parse_kv(judge_opt or [], "-J"), {"text", "image"})
-    ctx = ScoreContext(judge=judge_model, judge_spec=judge, sessions=sessions)
+    judge_settings = parse_kv(judge_opt or [], "-J")
+    judge_model = build_model(judge, judge_settings, {"text", "image"})
+    # verdicts are cached in this database like a run's judge calls
+    client = ModelClient(judge_model, role="judge", settings=judge_settings, seed=None, sessions=sessions,
+                         label=judge)
+    ctx = ScoreContext(judge=client, judge_spec=judge)
 
     async def go():  # type: ignore[no-untyped-def]
         try:
             return await judge_runs(sessions, run_ids, ctx, mode=mode)
         finally:
-            await close_model(judge_model)
+            await client.aclose()
 
     votes = asyncio.run(go())
     decided = [(v.model_a, v.model_b, v.outcome) for v in votes if v.outcome is not None]

@@ -77,7 +77,7 @@ async def judge_pair(ctx: ScoreContext, vote_id: str, prompt_text: str, a: Conte
     verdict = await judge(ctx, judge_messages(prompt_text, first, second, mode=mode,
                                               reference_images=reference_images), parse_verdict)  # fmt: skip
     for record in verdict.records:
-        record["verdict"]["swapped"] = swapped
+        record.verdict["swapped"] = swapped
     return (unswap(verdict.value, swapped) if verdict.value is not None else None), verdict
 
 
@@ -181,8 +181,8 @@ async def judge_runs(
             )  # fmt: skip
             votes.append(PairVote(sid, names[ra], names[rb], outcome, "judge", ra, rb))
             for rec in verdict.records:
-                rec["verdict"].update(model_a=names[ra], model_b=names[rb], run_b=rb, outcome=outcome)
-                records.append({"run_id": ra, "sample_id": sid, "epoch": 0, **rec})
+                rec.verdict.update(model_a=names[ra], model_b=names[rb], run_b=rb, outcome=outcome)
+                records.append({"run_id": ra, "sample_id": sid, "epoch": 0, **rec.to_dict()})
     if records:
         with sessions() as s:
             write_judgements(s, records)

@@ -59,7 +59,6 @@ RENDER_FEEDBACK = (
     "degrees). Compare them with the task below and output an improved, COMPLETE script (Python only).\n\n"
     "# Original task\n\n{original_task_block}"
 )
-PENALTY_FACTOR = 1.5  # failures count as 1.5 x the worst successful Chamfer (reference's penalised mean)
 IMAGE_KEYS = ("img_iou_paired", "img_ssim_paired", "img_iou_matched", "img_ssim_matched", "img_emb_paired",
               "img_emb_matched")  # fmt: skip
 FENCE_LINE = re.compile(r"^\s*```(?:python|py)?\s*$")
@@ -165,15 +164,15 @@ class Code3DRuntime:
         return self._refs[item_id]
 
     def refine_model(self, ctx: ScoreContext) -> Any:
-        in_run = getattr(ctx, "model", None)  # the model under test, once the core passes it (proposed)
+        in_run = ctx.model  # the model under test, through the run's client (settings, cache)
         if in_run is not None and not self.cfg.refine_model:
             return in_run
         if self._model is None:
-            from harness.modelspec import build_model
+            from harness.client import ModelClient
 
             if not self.cfg.refine_model:
                 raise ValueError("code3d_refine needs -T refine_model=SPEC (the model under test) for rounds 2+")
-            self._model = build_model(self.cfg.refine_model, {}, {"text", "image"})
+            self._model = ModelClient.build(self.cfg.refine_model, {}, {"text", "image"})
         return self._model
 
     # --- samples and prompts --------------------------------------------------------------------
@@ -307,11 +306,20 @@ class Code3DRuntime:
     def aggregate(self, records: list[SampleRecord], task_obj: Task) -> list[Metric]:
         from harness.aggregate import default_aggregate
         from harness.stats import mean_ci
+        from harness.tasks.code3d.geometry import PENALTY_FACTOR, penalized_values
 
         metrics = default_aggregate(task_obj, records)
         scored = [r for r in records if r.error is None and r.unscored is None]
+        # the penalised means run over every attempted sample, as the reference's do: a sample whose
+        # generation failed (stored with an error) has no mesh and is penalised like a failed execution.
+        # Unscored samples (a broken data item or reference) are a data problem, not the model's: left out.
+        attempted = [r for r in records if r.unscored is None]
         if not scored:
             return metrics
+        # the pass rate too (the reference's executability counts an instance without a render log as failed)
+        metrics = [m for m in metrics if not (m.name == "executable" and not m.breakdown_key)]
+        est = mean_ci([r.scores.get("executable", 0.0) for r in attempted])
+        metrics.append(Metric("executable", est.value, est.ci_low, est.ci_high, est.n))
         # failures get 0 in every fail_* rate they do not carry, so rates are over all scored samples
         names = {k for r in scored for k in r.scores if k.startswith("fail_")}
         metrics = [m for m in metrics if not (m.name in names and not m.breakdown_key)]
@@ -319,14 +327,13 @@ class Code3DRuntime:
             est = mean_ci([r.scores.get(name, 0.0) for r in scored])
             metrics.append(Metric(name, est.value, est.ci_low, est.ci_high, est.n))
         for key in ("chamfer", "chamfer_noyaw"):  # failures: 1.5 x the worst CD of this run (reference)
-            cds = [r.scores[key] for r in scored if key in r.scores]
-            if cds:
-                penalty = PENALTY_FACTOR * max(cds)
-                est = mean_ci([r.scores.get(key, penalty) for r in scored])
+            values = penalized_values([r.scores.get(key) for r in attempted], PENALTY_FACTOR)
+            if values is not None:
+                est = mean_ci(values)
                 metrics.append(Metric(f"{key}_penalized", est.value, est.ci_low, est.ci_high, est.n))
         for key in ("fscore", *IMAGE_KEYS):
             if any(key in r.scores for r in scored):
-                est = mean_ci([r.scores.get(key, 0.0) for r in scored])
+                est = mean_ci([r.scores.get(key, 0.0) for r in attempted])
                 metrics.append(Metric(f"{key}_penalized", est.value, est.ci_low, est.ci_high, est.n))
         return metrics
 

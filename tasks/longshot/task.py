@@ -131,14 +131,14 @@ def longshot(data_dir: str | None = None, data_file: str | None = None, media_di
              hub: str = HUB_ID, hub_config: str = HUB_CONFIG, split: str = "test", media_mode: str = "native",
              max_frames: int = 32, fps: float | None = None, max_side: int = 448, audio_rate: int = 16000,
              max_tokens: int = 4096, judge_failure: str = "unscored", prefetch: int = 2) -> Task:
-    from harness.runner import RunConfigError  # the CLI reports it as a one-line error
+    from harness.errors import UserError  # the CLI reports it as a one-line error
 
     if media_mode not in MEDIA_MODES:
-        raise RunConfigError(f"longshot: media_mode must be one of {', '.join(MEDIA_MODES)}, got {media_mode!r}")
+        raise UserError(f"longshot: media_mode must be one of {', '.join(MEDIA_MODES)}, got {media_mode!r}")
     if judge_failure not in ("unscored", "unmet"):
-        raise RunConfigError(f"longshot: judge_failure must be 'unscored' or 'unmet', got {judge_failure!r}")
+        raise UserError(f"longshot: judge_failure must be 'unscored' or 'unmet', got {judge_failure!r}")
     if int(max_frames) < 1 or (fps is not None and float(fps) <= 0):
-        raise RunConfigError("longshot: max_frames must be at least 1 and fps positive")
+        raise UserError("longshot: max_frames must be at least 1 and fps positive")
     items_path: Path | None = None
     if data_dir:
         root = Path(data_dir)

@@ -1,0 +1,1 @@
+"""wordcount: the smallest complete harness family, kept outside the harness package on purpose."""
