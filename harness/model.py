@@ -5,10 +5,20 @@ backends all meet the runner here. ``batch_size`` tells the runner how many requ
 per call (1 for per-request HTTP APIs, large for vLLM / transformers); ``concurrency`` how many calls
 may be in flight. ``generate`` must return one Output per request, in order; a per-request failure
 is an Output with ``error`` set, an exception fails the whole batch (the runner records it per sample).
+
+Required attributes: ``spec``, ``batch_size``, ``concurrency``, ``modalities``, ``cacheable`` and
+``generate``. ``spec`` is the model's half of the response-cache key (the other half is the
+request): a backend must put every setting that changes its replies into it (``hf:DIR?dtype=...``).
+Optional: ``generation_extras`` (request-level ``-M`` keys besides GenerationConfig's fields, which
+the model client puts into ``config.extra``), ``fit`` (a :class:`FitModel`), ``aclose``/``close``.
+Backends are called through :class:`harness.client.ModelClient`, which applies the run's settings:
+a backend never re-applies ``-M`` generation keys itself.
 """
 
 from __future__ import annotations
 
+import sys
+import types
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
@@ -42,3 +52,16 @@ async def close_model(model: Any) -> None:
     close = getattr(model, "close", None)
     if close is not None:
         close()
+
+
+class _Registering(types.ModuleType):
+    """``from harness import model`` gives this module; calling it registers like
+    :func:`harness.registry.model` (a package attribute cannot be both a submodule and a function)."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        from harness.registry import model as register
+
+        return register(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _Registering

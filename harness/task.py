@@ -12,6 +12,8 @@ given once, to ``@task``. ``prompt`` defaults to the sample's own messages.
 
 from __future__ import annotations
 
+import sys
+import types
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -97,3 +99,16 @@ class Task:
     def metric_info(self, name: str) -> MetricInfo | None:
         """The declaration of a metric (breakdown rows share their metric's); None if undeclared."""
         return self.metrics.get(name)
+
+
+class _Registering(types.ModuleType):
+    """``from harness import task`` gives this module; calling it registers like
+    :func:`harness.registry.task` (a package attribute cannot be both a submodule and a function)."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        from harness.registry import task as register
+
+        return register(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _Registering

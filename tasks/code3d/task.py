@@ -6,14 +6,12 @@
   attempt fed back to the model with the paper's feedback template (status, traceback); with
   ``feedback=renders`` successful attempts are also sent back with their renders for improvement.
 
-Multi-turn design: the runner's protocol gives ``score`` no handle on the model under test, so the
-refine task takes the model's spec as a task option (``-T refine_model=SPEC``, normally the same
-spec as ``--model``) and builds its own instance for the follow-up calls; round 1 is the runner's
-own call (cached, resumable), later rounds are made from ``score``. Per-round values
+Multi-turn design: round 1 is the runner's own call (cached, resumable); later rounds are made from
+``score`` through the run's model client (``ctx.model``: the run's settings and response cache
+apply). ``-T refine_model=SPEC`` names another model for the later rounds. Per-round values
 (``executable_r1..3``, ``chamfer_r1..3``, ...) describe the state after each round (the latest
 attempt that executed, else the latest attempt; never picked by reference-based scores), so the
-test-time-scaling effect shows as a curve. (A proposed core change, ``ScoreContext.model``,
-would remove the duplicated spec.)
+test-time-scaling effect shows as a curve.
 
 Options (``-T``): data_dir (public benchmark folder; default: the shipped reference set), workers
 (Blender processes, default 1), size / samples (render px / Cycles spp; default 256 / 16),
