@@ -11,6 +11,9 @@ Chamfer follows 3DCodeBench's ``metrics/shape_chamfer.py``:
   * the reported ``chamfer`` is the minimum over rotations of the candidate by 0/90/180/270 degrees
     about the loaded cloud's **Z** axis (the reference's choice; for Blender's Y-up GLB export that is
     a horizontal axis, but we keep it for comparable numbers); ``chamfer_noyaw`` is the plain value.
+Aggregation, as ``shape_chamfer.py``'s ``agg``: the conditional mean over samples with a CD, and the
+penalised mean over *all* samples where one without a CD (generation, execution or mesh failure)
+counts as 1.5 x the worst CD of the run (:func:`penalized_values`).
 F-score (not in the reference code; our addition) uses the same normalisation and the rotation
 chosen by Chamfer: precision = share of candidate points within ``threshold`` of the reference,
 recall the converse, F = 2PR / (P + R).
@@ -34,7 +37,7 @@ def normalise_cloud(points: np.ndarray) -> np.ndarray:
         raise ValueError(f"expected an (N, 3) point cloud with N > 0, got shape {pts.shape}")
     centred = pts - pts.mean(axis=0)
     radius = float(np.linalg.norm(centred, axis=1).max())
-    return centred / radius if radius > 0 else centred
+    return centred / radius if radius >= 1e-9 else centred  # the reference leaves a point-like cloud unscaled
 
 
 def yaw_matrix(deg: float, up_axis: int = 1) -> np.ndarray:
@@ -82,6 +85,19 @@ def shape_scores(
     recall = float(np.mean(d_ref < threshold))
     f = 2 * precision * recall / (precision + recall) if precision + recall > 0 else 0.0
     return ShapeScores(cd, noyaw, f, precision, recall, yaw)
+
+
+PENALTY_FACTOR = 1.5
+
+
+def penalized_values(cds: list[float | None], factor: float = PENALTY_FACTOR) -> list[float] | None:
+    """One value per sample: its CD, or ``factor`` x the worst CD among the samples that have one
+    when it has none (failed). ``None`` when no sample has a CD (the reference reports no mean then)."""
+    ok = [c for c in cds if c is not None]
+    if not ok:
+        return None
+    penalty = factor * max(ok)
+    return [penalty if c is None else c for c in cds]
 
 
 def contact_groups(parts: list[np.ndarray], tolerance: float) -> list[list[int]]:
