@@ -16,8 +16,10 @@ def isotonic_projection(values: Sequence[float]) -> list[float]:
     counts: list[int] = []
     for v in values:
         s, c = float(v), 1
-        # merge while the previous block's mean exceeds this block's mean (cross-multiplied: no division)
-        while sums and sums[-1] * c > s * counts[-1]:
+        # merge while the previous block's mean exceeds this block's mean, compared as the very means
+        # that are written out: a cross-multiplied test can disagree with them by one ulp and let a
+        # crossing through
+        while sums and sums[-1] / counts[-1] > s / c:
             s += sums.pop()
             c += counts.pop()
         sums.append(s)
