@@ -1,0 +1,6 @@
+# methods II (conformal, transport, decision families): POT for the transport baselines and the
+# Gaussian mixture-transport reference, vega_datasets for the offline stock series, scikit-learn
+# for mixtures/isotonic checks/digits. numpy and scipy come from 00-python.sh.
+if ! python -c "import ot, vega_datasets, sklearn" >/dev/null 2>&1; then
+    python -m pip install -q "POT==0.9.7.post1" "vega_datasets" "scikit-learn>=1.5"
+fi
