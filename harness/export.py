@@ -1,4 +1,4 @@
-"""Export a run's sample rows with pandas (csv, jsonl, parquet)."""
+"""Export a run's sample rows: csv through the one safe CSV writer (harness.csvsafe), jsonl and parquet with pandas."""
 
 from __future__ import annotations
 
@@ -24,17 +24,30 @@ def run_frame(sessions: sessionmaker[Session], run_id: int):  # type: ignore[no-
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
+def export_csv(sessions: sessionmaker[Session], run_id: int, path: Path) -> int:
+    """CSV through the one safe writer the web exports use (formula cells neutralised, CR/LF quoted);
+    JSON columns are JSON text, even a plain-string target."""
+    import json
+
+    from harness.csvsafe import write
+
+    json_cols = {COLUMNS.index(c) for c in ("input", "target", "prediction", "scores", "details")}
+    cols = [getattr(SampleResultRow, c) for c in COLUMNS]
+    with sessions() as s, open(path, "w", encoding="utf-8", newline="") as fh:
+        rows = s.execute(select(*cols).where(SampleResultRow.run_id == run_id)
+                         .order_by(SampleResultRow.sample_id, SampleResultRow.epoch))
+        return write(fh, COLUMNS, ([json.dumps(v, ensure_ascii=False) if i in json_cols else v
+                                    for i, v in enumerate(row)] for row in rows))
+
+
 def export_run(sessions: sessionmaker[Session], run_id: int, path: Path, fmt: str) -> int:
     import json
 
+    if fmt == "csv":
+        return export_csv(sessions, run_id, path)
     df = run_frame(sessions, run_id)
     if fmt == "jsonl":
         df.to_json(path, orient="records", lines=True, date_format="iso", force_ascii=False)
-    elif fmt == "csv":
-        flat = df.copy()
-        for c in ("input", "target", "prediction", "scores", "details"):
-            flat[c] = flat[c].map(lambda v: json.dumps(v, ensure_ascii=False))
-        flat.to_csv(path, index=False)
     else:
         flat = df.copy()
         for c in ("input", "target", "prediction", "scores", "details"):

@@ -182,10 +182,11 @@ SAMPLE_FILTERS = ("all", "errors", "unscored", "scored")
 def sample_query(run_id: int, q: str = "", status: str = "all"):  # type: ignore[no-untyped-def]
     cond = [SampleResultRow.run_id == run_id]
     if q:
-        like = f"%{q}%"
-        cond.append(or_(SampleResultRow.sample_id.ilike(like), SampleResultRow.output.ilike(like),
-                        SampleResultRow.answer.ilike(like), SampleResultRow.error.ilike(like),
-                        cast(SampleResultRow.input, Text).ilike(like)))
+        # the search text is literal: escape LIKE's wildcards so "%" and "_" match only themselves
+        like = "%" + q.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        cond.append(or_(*(col.ilike(like, escape="\\") for col in (
+            SampleResultRow.sample_id, SampleResultRow.output, SampleResultRow.answer, SampleResultRow.error,
+            cast(SampleResultRow.input, Text)))))
     if status == "errors":
         cond.append(SampleResultRow.error.is_not(None))
     elif status == "unscored":

@@ -6,9 +6,6 @@ JSON export can never disagree.
 
 from __future__ import annotations
 
-import csv
-import io
-import json
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,28 +28,10 @@ def _clean(v: Any) -> Any:
 
 
 def to_csv(table: Table) -> str:
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(table.columns)
-    for row in table.rows:
-        w.writerow(["" if _clean(v) is None else _csv_cell(v) for v in row])
-    return buf.getvalue()
+    # the one CSV writer (also `harness export`): formula cells neutralised, CR/LF always quoted
+    from harness.csvsafe import to_text
 
-
-def _csv_cell(v: Any) -> Any:
-    if isinstance(v, dict | list):
-        return json.dumps(v, ensure_ascii=False, sort_keys=True)
-    if isinstance(v, str) and v[:1] in ("=", "+", "-", "@") and not _is_number(v):
-        return "'" + v  # spreadsheet formula injection: model names and outputs are untrusted
-    return v
-
-
-def _is_number(text: str) -> bool:
-    try:
-        float(text)
-        return True
-    except ValueError:
-        return False
+    return to_text(table.columns, table.rows)
 
 
 def to_json(table: Table) -> dict[str, Any]:

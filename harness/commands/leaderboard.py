@@ -59,14 +59,15 @@ def register(app: typer.Typer) -> None:
             if roots:
                 os.environ["HARNESS_MEDIA_ROOT"] = os.pathsep.join(roots)
             os.environ["HARNESS_LEADERBOARD_WRITE_TOKEN_ENV"] = write_token_env
-            uvicorn.run("harness.leaderboard.asgi:app", host=host, port=port, workers=workers, log_level="info")
+            uvicorn.run("harness.leaderboard.asgi:app", host=host, port=port, workers=workers, log_level="info",
+                        proxy_headers=False)  # the app reads X-Forwarded-For from $HARNESS_TRUSTED_PROXIES only
             return
         try:
             web = create_app(db, write_token=os.environ.get(write_token_env) or None, media_roots=roots)
         except DatabaseError as exc:
             _fail(str(exc))
         typer.echo(f"leaderboard on http://{host}:{port} (database {web.state.sessions.kw['bind'].url!r})", err=True)
-        uvicorn.run(web, host=host, port=port, log_level="info")
+        uvicorn.run(web, host=host, port=port, log_level="info", proxy_headers=False)  # see above
 
     @app.command("push")
     def push(

@@ -21,7 +21,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import DateTime, bindparam, func, select
+from sqlalchemy import DateTime, bindparam, func, select, text
 from sqlalchemy.orm import Session
 
 from harness.ratings import ELO_SCALE, pair_counts, rate_counts, style_features
@@ -42,6 +42,10 @@ def naive_utc(ts: float) -> datetime:
 
 class NoBattle(LookupError):
     """Nothing can be served (no task with two models, or every candidate is identical/failed)."""
+
+
+class Limited(RuntimeError):
+    """The voter or its IP has had its battles for this minute (decided atomically with the insert)."""
 
 
 @dataclass
@@ -283,8 +287,7 @@ def _store(
         voter_hash=voter_hash, ip_hash=ip_hash,
         created_at=naive_utc(now), expires_at=naive_utc(expires),
     )
-    session.add(row)
-    session.commit()
+    _insert_within_limits(session, cfg, row)
     fields = tokens.battle_fields(public_id, row.sample_id, row.epoch, left, right, voter_hash, expires)
     token = tokens.sign(secret, fields)
     return describe(session, row, token, int(cfg.token_ttl_s))
@@ -329,7 +332,33 @@ _SERVED_VOTER = _served_stmt(ArenaBattleRow.__table__.c.voter_hash)
 _SERVED_IP = _served_stmt(ArenaBattleRow.__table__.c.ip_hash)
 
 
+def _lock_key(kind: str, value: str) -> int:
+    return int(tokens.keyed_hash(b"arena-quota", kind, value)[:15], 16)  # 60 bits: a positive bigint
+
+
+def _insert_within_limits(session: Session, cfg: ArenaConfig, row: ArenaBattleRow) -> None:
+    """Insert the battle and check the per-minute limits in one serialised step, so that concurrent
+    requests cannot all pass a count taken before any of them inserted. PostgreSQL: transaction-scoped
+    advisory locks on the voter's and the IP's quota (voter first, then IP: always the same order, so
+    no deadlock). SQLite: the INSERT takes the database's single write lock, held to the commit, and
+    the counts run after it inside the same transaction. Over the limit: rolled back, ``Limited``."""
+    session.rollback()  # end any read transaction: the counts must see everything committed until now
+    if session.get_bind().dialect.name == "postgresql":
+        for kind, value in (("voter", row.voter_hash), ("ip", row.ip_hash)):
+            session.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _lock_key(kind, value)})
+    session.add(row)
+    session.flush()
+    since = naive_utc(cfg.clock()) - timedelta(minutes=1)
+    voter_n = session.execute(_SERVED_VOTER, {"key": row.voter_hash, "since": since}).scalar_one()
+    ip_n = session.execute(_SERVED_IP, {"key": row.ip_hash, "since": since}).scalar_one()
+    if voter_n > cfg.battles_per_minute or ip_n > cfg.battles_per_minute * cfg.ip_multiplier:
+        session.rollback()
+        raise Limited("battle limit reached")
+    session.commit()
+
+
 def serving_allowed(session: Session, cfg: ArenaConfig, voter_hash: str, ip_hash: str) -> bool:
+    """A cheap early refusal before a battle is chosen; the binding check is ``_insert_within_limits``."""
     since = naive_utc(cfg.clock()) - timedelta(minutes=1)
     per_ip = cfg.battles_per_minute * cfg.ip_multiplier
     return (

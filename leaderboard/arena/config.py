@@ -30,10 +30,16 @@ class ArenaConfig:
     outlier_min_votes: int = 10
     hide_self_naming: bool = True  # outputs that contain their model's name are never served
     media_roots: list[Path] = field(default_factory=list)
-    # behind a reverse proxy every voter shares the proxy's address: take the client IP from the first
-    # X-Forwarded-For entry instead (only when the proxy sets it; otherwise clients could forge it)
-    trust_forwarded_for: bool = field(default_factory=lambda: os.environ.get("HARNESS_ARENA_TRUST_PROXY") == "1")
+    # behind a reverse proxy every voter shares the proxy's address. X-Forwarded-For is read only when
+    # the connection comes from one of these proxies (addresses or CIDR networks; default
+    # $HARNESS_TRUSTED_PROXIES, comma-separated; none by default), and then the right-most entry that
+    # is not itself a trusted proxy is the client: entries left of it are whatever the client sent
+    trusted_proxies: list[str] = field(default_factory=lambda: trusted_proxies_from_env())
     clock: Callable[[], float] = time.time  # tests move time forward without sleeping
+
+
+def trusted_proxies_from_env() -> list[str]:
+    return [p.strip() for p in os.environ.get("HARNESS_TRUSTED_PROXIES", "").split(",") if p.strip()]
 
 
 def config_from_app(app: Any) -> ArenaConfig:

@@ -8,6 +8,8 @@ the ratings). The app must provide ``app.state.sessions`` (a sessionmaker on the
 
 from __future__ import annotations
 
+import functools
+import ipaddress
 import json
 import secrets
 import threading
@@ -75,10 +77,41 @@ def state(request: Request) -> State:
 
 
 def client_ip(request: Request, cfg: ArenaConfig) -> str:
-    forwarded = request.headers.get("x-forwarded-for", "") if cfg.trust_forwarded_for else ""
-    if forwarded.strip():
-        return forwarded.split(",")[0].strip()
-    return request.client.host if request.client else "unknown"
+    """The voter's address: the peer, unless the peer is a configured proxy; then the right-most
+    X-Forwarded-For entry that is not a trusted proxy (each proxy appends the address it saw, so
+    everything left of that is the client's to invent)."""
+    peer = request.client.host if request.client else "unknown"
+    nets = proxy_networks(tuple(cfg.trusted_proxies))
+    if not nets or not _trusted(peer, nets):
+        return peer
+    hops = [h.strip() for h in ",".join(request.headers.getlist("x-forwarded-for")).split(",") if h.strip()]
+    for hop in reversed(hops):
+        if not _trusted(hop, nets):
+            return hop
+    return hops[0] if hops else peer
+
+
+@functools.lru_cache(maxsize=32)
+def proxy_networks(entries: tuple[str, ...]) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
+    return tuple(ipaddress.ip_network(e, strict=False) for e in entries)
+
+
+def _trusted(address: str, nets: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]) -> bool:
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return False
+    return any(ip in net for net in nets)
+
+
+def served_over_https(request: Request, cfg: ArenaConfig) -> bool:
+    """HTTPS to the voter: our own scheme, or X-Forwarded-Proto from a trusted proxy."""
+    if request.url.scheme == "https":
+        return True
+    peer = request.client.host if request.client else ""
+    nets = proxy_networks(tuple(cfg.trusted_proxies))
+    proto = request.headers.get("x-forwarded-proto", "").split(",")[-1].strip().lower()
+    return bool(nets) and _trusted(peer, nets) and proto == "https"
 
 
 def identity(request: Request, st: State) -> tuple[str | None, str, str]:
@@ -91,9 +124,10 @@ def identity(request: Request, st: State) -> tuple[str | None, str, str]:
     return new, tokens.keyed_hash(st.secret, "voter", cookie), tokens.keyed_hash(st.secret, "ip", ip)
 
 
-def _set_cookie(response: Response, value: str | None) -> Response:
+def _set_cookie(request: Request, response: Response, value: str | None) -> Response:
     if value:
-        response.set_cookie(COOKIE, value, max_age=365 * 86400, httponly=True, samesite="lax")
+        secure = served_over_https(request, state(request).cfg)
+        response.set_cookie(COOKIE, value, max_age=365 * 86400, httponly=True, samesite="lax", secure=secure)
     return response
 
 
@@ -109,6 +143,8 @@ def _battle(request: Request, task: str | None) -> tuple[dict[str, Any] | None, 
                                          task or None)
         except battles.NoBattle as exc:
             return None, str(exc), new_cookie, 404
+        except battles.Limited:
+            return None, "Too many battles requested: wait a minute.", new_cookie, 429
     return view, None, new_cookie, 200
 
 
@@ -126,7 +162,7 @@ def arena_page(request: Request, task: str | None = None) -> Response:
            "plotly_src": plotly_src(request.app),
            "title": "Arena", "nav": "arena", "page_title": "Arena"}
     resp = templates.TemplateResponse(request, "arena.html", ctx, status_code=status, headers=NO_STORE)
-    return _set_cookie(resp, cookie)
+    return _set_cookie(request, resp, cookie)
 
 
 @router.post("/arena/vote", response_class=HTMLResponse, include_in_schema=False)
@@ -248,7 +284,7 @@ def api_battle(request: Request, task: str | None = None) -> Response:
     """A new battle: prompt, two anonymous outputs, a single-use token. Names come after the vote."""
     view, message, cookie, status = _battle(request, task)
     body = view if view is not None else {"error": message}
-    return _set_cookie(JSONResponse(body, status_code=status, headers=NO_STORE), cookie)
+    return _set_cookie(request, JSONResponse(body, status_code=status, headers=NO_STORE), cookie)
 
 
 @router.post("/api/arena/vote", tags=["arena"])
@@ -280,7 +316,7 @@ def api_ratings(
 
 @router.get("/api/arena/votes", tags=["arena"])
 def api_votes(request: Request, task: str | None = None, limit: int = Query(10000, ge=1, le=1_000_000),
-              offset: int = Query(0, ge=0)) -> list[dict[str, Any]]:
+              offset: int = Query(0, ge=0, le=2**63 - 1)) -> list[dict[str, Any]]:
     """Raw votes (pseudonymous voter and IP hashes), oldest first, for reproducing the ratings."""
     q = select(ArenaVoteRow).order_by(ArenaVoteRow.id).offset(offset).limit(limit)
     if task:
