@@ -109,6 +109,8 @@ def push_run(sessions: sessionmaker[Session], run_name: str, url: str, token: st
             totals["samples_inserted"] += result["samples_inserted"]
             totals["judgements_inserted"] += result["judgements_inserted"]
             totals["n_done"] = result["n_done"]
+            # the server stores only the metrics it recomputes from the samples; the last answer is final
+            totals["metrics_refused"] = result.get("metrics_refused", [])
             totals["requests"] += 1
             if on_chunk:
                 on_chunk(result)

@@ -84,6 +84,8 @@ def test_harness_serve_does_not_let_uvicorn_trust_forwarded_headers(monkeypatch,
     calls: list[dict] = []
     monkeypatch.setattr(uvicorn, "run", lambda *a, **kw: calls.append(kw))
     db = f"sqlite:///{tmp_path / 'h.db'}"
+    for var in ("HARNESS_DB_URL", "HARNESS_LEADERBOARD_WRITE_TOKEN_ENV"):  # `serve --workers` sets them: restore
+        monkeypatch.setenv(var, "")
     for extra in ([], ["--workers", "2"]):
         result = CliRunner().invoke(app, ["serve", "--db", db, *extra])
         assert result.exit_code == 0, result.output
