@@ -152,7 +152,8 @@ def item_samples(item: dict[str, Any], where: str) -> list[Sample]:
         sid = str(item.get("sample_id") or where)
         return [Sample(id=f"{sid}#t1", messages=[], metadata={"_load_error": str(exc), "sample_id": sid})]
     item_fields = {k: v for k, v in item.items() if k != "conversations"}
-    task = str(item.get("task", ""))
+    # released: item.get('task', 'unknown') as the fallback, so an item without a task is "unknown"
+    task = "unknown" if item.get("task") is None else str(item["task"])
     canon = canonical_task(task)
     groups = modality_groups(conv)
     duration = float(item.get("duration") or 0.0)
@@ -183,3 +184,16 @@ def item_samples(item: dict[str, Any], where: str) -> list[Sample]:
         out.append(Sample(id=f"{item['sample_id']}#t{k}", messages=turn_messages(conv, i),
                           target=turn["content"], metadata=meta))
     return out
+
+
+def items_samples(rows: list[tuple[str, dict[str, Any]]]) -> list[Sample]:
+    """Samples of all items. Two items with one ``sample_id`` are a data error (one line, at load):
+    their turns would share sample ids and be merged as if they were epochs of one item."""
+    first: dict[str, str] = {}
+    for where, row in rows:
+        sid = row.get("sample_id") if isinstance(row, dict) else None
+        if isinstance(sid, str) and sid:
+            if sid in first:
+                raise DatasetError(f"{where}: duplicate sample_id {sid!r} (first at {first[sid]})")
+            first[sid] = where
+    return [s for where, row in rows for s in item_samples(row, where)]

@@ -2,7 +2,9 @@
 
 Released arithmetic (all sums over *items*; an item's turns are re-joined here):
 - task accuracy = sum of earned weight / sum of positive weight over the items of a canonical task
-  (source tasks merged by TASK_REMAP) -- a weighted micro average, not a mean of item ratios;
+  (source tasks merged by TASK_REMAP) -- a weighted micro average, not a mean of item ratios; a task
+  (or modality / duration group) whose items carry no positive weight has accuracy 0.0 and still
+  counts in its category, as released (``perf['total'] > 0 else 0.0``);
 - category = unweighted mean of the accuracies of its tasks present; overall = unweighted mean of
   the categories present;
 - modality rows (visual / audio / speech; an item counts in every group it touches) and duration
@@ -83,9 +85,12 @@ def _headline(task_acc: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], n
     return cats, _mean_present(np.vstack(list(cats.values())))
 
 
-def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
+def _ratio(num: np.ndarray, den: np.ndarray, present: np.ndarray) -> np.ndarray:
+    """Accuracy in percent per bootstrap row: 0 where the group is present but has no positive weight
+    (released), NaN where a resample drew none of its items (absent: left out of the means)."""
     with np.errstate(all="ignore"):
-        return np.where(den > 0, 100.0 * num / np.where(den > 0, den, 1.0), np.nan)
+        acc = np.where(den > 0, 100.0 * num / np.where(den > 0, den, 1.0), 0.0)
+    return np.where(present, acc, np.nan)
 
 
 def _ci(point: float, boots: np.ndarray) -> tuple[float | None, float | None]:
@@ -115,7 +120,8 @@ def aggregate(records: list[SampleRecord], *, seed: int = 0, rounds: int = BOOTS
             for variant, num in (("", earned), ("_penalized", earned_pen)):
                 accs: dict[str, np.ndarray] = {}
                 for g, mask in sorted(groups.items()):
-                    acc = _ratio(weights[:, mask] @ num[mask], weights[:, mask] @ possible[mask])
+                    acc = _ratio(weights[:, mask] @ num[mask], weights[:, mask] @ possible[mask],
+                                 weights[:, mask].sum(axis=1) > 0)
                     accs[g] = acc
                     lo, hi = _ci(acc[0], acc[1:])
                     out.append(Metric(f"accuracy{variant}", float(acc[0]), lo, hi, int(mask.sum()), key, g))
@@ -143,7 +149,7 @@ def aggregate(records: list[SampleRecord], *, seed: int = 0, rounds: int = BOOTS
                                            key=lambda kv: order.get(kv[0], 99))), with_headline=False)
         # micro accuracy over all items (not the paper's headline; handy for small subsets)
         for variant, num in (("", earned), ("_penalized", earned_pen)):
-            acc = _ratio(weights @ num, weights @ possible)
+            acc = _ratio(weights @ num, weights @ possible, weights.sum(axis=1) > 0)
             lo, hi = _ci(acc[0], acc[1:])
             out.append(Metric(f"micro_accuracy{variant}", float(acc[0]), lo, hi, n))
     # mean of per-turn ratios, the harness's usual per-sample mean

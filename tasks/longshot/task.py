@@ -32,7 +32,7 @@ from harness.task import SampleRecord, ScoreContext, Task
 from harness.types import GenerationConfig, Message, Metric, Output, Part, Request, Sample, Score, stable_hash
 
 from . import media, rubric
-from .items import item_samples
+from .items import items_samples
 from .prefetch import Prefetcher
 
 HUB_ID = "MBZUAI/longshot-bench"
@@ -175,7 +175,7 @@ def longshot(data_dir: str | None = None, data_file: str | None = None, media_di
                 raise DatasetError(f"cannot load {hub} (config {hub_config}, split {split}) with datasets: "
                                    f"{first}; for a local copy pass -T data_dir=DIR") from None
             rows = [(f"{hub}/{hub_config}[{i}]", dict(r)) for i, r in enumerate(hub_rows)]
-        return [s for where, row in rows for s in item_samples(row, where)]
+        return items_samples(rows)
 
     def prompt(sample: Sample) -> Request:
         error = sample.metadata.get("_load_error")
