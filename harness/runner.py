@@ -29,6 +29,7 @@ from harness.errors import UserError
 from harness.model import FitModel, Model
 from harness.modelspec import alias_settings, build_model
 from harness.registry import lookup
+from harness.sanitize import clean, clean_row
 from harness.store import ops
 from harness.store.db import open_db
 from harness.store.schema import RunRow, utcnow
@@ -42,6 +43,13 @@ SCORE_CONCURRENCY = 64
 
 class RunConfigError(UserError, ValueError):
     """A run cannot start: bad options, modality mismatch, name clash."""
+
+
+class StoreWriteError(UserError, RuntimeError):
+    """Finished samples could not be written after retries; the message counts what was not stored."""
+
+
+WRITE_ATTEMPTS = 3
 
 
 @dataclass
@@ -93,6 +101,14 @@ class RunSummary:
     errors: dict[str, int] = field(default_factory=dict)  # error kind -> count
 
 
+def _first_leaf(group: BaseExceptionGroup) -> BaseException:
+    """The first real exception inside (nested) exception groups: what the user is told."""
+    exc: BaseException = group
+    while isinstance(exc, BaseExceptionGroup):
+        exc = exc.exceptions[0]
+    return exc
+
+
 def _details(output: Output | None, score: Score | None) -> dict[str, Any]:
     out = {**(output.details if output else {}), **(score.details if score else {})}
     if score is not None and score.judgements:
@@ -142,6 +158,8 @@ def select_samples(task: Task, cfg: EvalConfig) -> list[Sample]:
         if missing:
             raise RunConfigError(f"unknown sample ids: {', '.join(sorted(missing)[:5])}")
         samples = [s for s in samples if s.id in wanted]
+    if not samples and cfg.limit != 0:
+        raise RunConfigError(f"task {task.name!r} has no samples (an empty or unreadable input?)")
     if cfg.limit is not None:
         samples = samples[: cfg.limit]
     return samples
@@ -183,6 +201,8 @@ class Runner:
         self.n_new = self.n_err = self.n_unscored = 0
         self.error_kinds: dict[str, int] = {}
         self.client: ModelClient | None = None
+        self.unwritten = 0  # finished samples a failed write lost (the run then fails loudly)
+        self.final_status = "running"
 
     # ---- setup -------------------------------------------------------------------------------
     def _client(self, model: Model, settings: dict[str, Any], **kwargs: Any) -> ModelClient:
@@ -317,11 +337,28 @@ class Runner:
         rows, self.buffer = self.buffer, []
         cache_rows, self.cache_buffer = self.cache_buffer, []
         judgements, self.judgement_buffer = self.judgement_buffer, []
-        with self.sessions.begin() as s:
-            ops.write_samples(s, rows)
-            ops.cache_put(s, cache_rows)
-            ops.write_judgements(s, judgements)
-            ops.refresh_run_counts(s, run_id)
+        last: Exception | None = None
+        for attempt in range(WRITE_ATTEMPTS):
+            try:
+                with self.sessions.begin() as s:
+                    ops.write_samples(s, rows)
+                    ops.cache_put(s, cache_rows)
+                    ops.write_judgements(s, judgements)
+                    ops.refresh_run_counts(s, run_id)
+                return
+            except Exception as exc:  # a bad value (NUL, lone surrogate) or a busy/broken database
+                last = exc
+                if attempt == 0:
+                    # sanitise only now: the common case pays nothing; the row records what changed
+                    rows = [clean_row(r) for r in rows]
+                    cache_rows = [clean(r)[0] for r in cache_rows]
+                    judgements = [clean(r)[0] for r in judgements]
+                else:
+                    time.sleep(0.2 * attempt)
+        self.unwritten += len(rows)
+        first = str(last).strip().splitlines()[0] if last is not None and str(last).strip() else type(last).__name__
+        raise StoreWriteError(f"could not store {self.unwritten} finished samples after {WRITE_ATTEMPTS} attempts "
+                              f"({type(last).__name__}: {first[:200]}); a rerun redoes only what is missing")
 
     async def _score(self, item: _Item, output: Output, ctx: ScoreContext) -> Score:
         result = self.task.score(item.sample, output, ctx)
@@ -427,24 +464,32 @@ class Runner:
         n_skipped = len(planned) - len(pending)
         use_cache = client.use_cache
         status = "finished"
+        error: BaseException | None = None
         try:
             if pending and isinstance(model, FitModel) and self.task.train is not None:
                 # fit-then-predict backends (training methods) see the train split once
                 model.fit(list(self.task.train()))
             await self._drive(pending, client, run.id, ctx, use_cache, n_skipped, len(planned))
-        except (KeyboardInterrupt, asyncio.CancelledError):
-            status = "interrupted"
-            raise
-        except Exception:
-            status = "failed"
-            raise
-        finally:
+        except (KeyboardInterrupt, asyncio.CancelledError) as exc:
+            status, error = "interrupted", exc
+        except Exception as exc:
+            status, error = "failed", exc
+        # whatever happened, what finished is written and the run's status and metrics say so; the
+        # first failure is what the caller sees
+        try:
             self.flush(run.id, force=True)
+        except StoreWriteError as exc:
+            status, error = "failed", error or exc
+        try:
             metrics = self.finalize(run.id, status)
-            await client.aclose()
-            if judge is not None:
-                await judge.aclose()
-        return RunSummary(run.id, run.name, status, len(planned), n_skipped, self.n_new, self.n_err,
+        except Exception as exc:
+            metrics, error = [], error or exc
+        await client.aclose()
+        if judge is not None:
+            await judge.aclose()
+        if error is not None:
+            raise error
+        return RunSummary(run.id, run.name, self.final_status, len(planned), n_skipped, self.n_new, self.n_err,
                           self.n_unscored, time.perf_counter() - t_start, metrics, self.error_kinds)
 
     async def _drive(self, pending: list[_Item], client: ModelClient, run_id: int, ctx: ScoreContext,
@@ -483,25 +528,44 @@ class Runner:
                 advance(before)
                 self.flush(run_id)
 
-        async def ticker() -> None:  # commit at least every FLUSH_SECONDS even while calls hang
-            while True:
-                await asyncio.sleep(FLUSH_SECONDS)
-                self.flush(run_id)
+        done = asyncio.Event()
 
-        tick = asyncio.create_task(ticker())
+        async def work() -> None:
+            try:
+                # a TaskGroup: one failing worker cancels the producer and the other workers (nobody
+                # stays blocked on the queue) and its exception is raised here, never lost
+                async with asyncio.TaskGroup() as group:
+                    group.create_task(producer())
+                    for _ in range(n_workers):
+                        group.create_task(worker())
+            finally:
+                done.set()
+
+        async def ticker() -> None:  # commit at least every FLUSH_SECONDS even while calls hang
+            while not done.is_set():
+                try:
+                    await asyncio.wait_for(done.wait(), FLUSH_SECONDS)
+                except TimeoutError:
+                    self.flush(run_id)
+
         try:
             with progress:
-                await asyncio.gather(producer(), *(worker() for _ in range(n_workers)))
-        finally:
-            tick.cancel()
+                async with asyncio.TaskGroup() as outer:
+                    outer.create_task(work())
+                    outer.create_task(ticker())
+        except BaseExceptionGroup as group:
+            raise _first_leaf(group) from None
 
     def finalize(self, run_id: int, status: str) -> list[Metric]:
         with self.sessions.begin() as s:
             records = ops.load_records(s, run_id)
+            if status == "finished" and records and all(r.error is not None for r in records):
+                status = "failed"  # nothing was measured: every stored sample is an error
             metrics = aggregate(self.task, records, seed=self.cfg.seed)
             ops.replace_metrics(s, run_id, metrics)
             ops.refresh_run_counts(s, run_id)
             ops.finish_run(s, run_id, status)
+        self.final_status = status
         return metrics
 
     def run(self) -> RunSummary:

@@ -286,4 +286,5 @@ class Metric:
 def stable_hash(obj: Any) -> str:
     """sha256 of canonical JSON; dict order never changes the key."""
     data = json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-    return hashlib.sha256(data.encode()).hexdigest()
+    # surrogatepass: a lone surrogate in a reply or input must hash (deterministically), not raise
+    return hashlib.sha256(data.encode("utf-8", "surrogatepass")).hexdigest()

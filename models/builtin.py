@@ -56,6 +56,27 @@ class BuiltinModel:
 
 
 KINDS = ("echo", "constant", "number")
+SETTINGS = ("text", "batch_size", "concurrency", "cacheable", "delay")
+
+
+def _validated(settings: dict[str, Any]) -> dict[str, Any]:
+    """Unknown keys are refused with the closest known one (``temprature`` -> ``temperature``)."""
+    import difflib
+
+    from harness.client import GENERATION_KEYS
+    from harness.modelspec import ModelSpecError
+
+    known = sorted({*SETTINGS, *GENERATION_KEYS})
+    for key in settings:
+        if key not in known:
+            close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+            hint = f"; did you mean {close[0]!r}?" if close else f" (known: {', '.join(known)})"
+            raise ModelSpecError(f"builtin: unknown setting {key!r}{hint}")
+    try:
+        return {"batch_size": int(settings.get("batch_size", 1024)), "concurrency": int(settings.get("concurrency", 1)),
+                "cacheable": bool(settings.get("cacheable", False)), "delay": float(settings.get("delay", 0.0))}
+    except (TypeError, ValueError) as exc:
+        raise ModelSpecError(f"builtin: bad setting value ({exc})") from None
 
 
 @model("builtin", description="Instant offline models: builtin:echo, builtin:constant, builtin:number")
@@ -63,12 +84,11 @@ def builtin(path: str | None, **settings: Any) -> BuiltinModel:
     kind = path or "echo"
     if kind not in KINDS:
         raise ValueError(f"unknown builtin model {kind!r}; choose one of {', '.join(KINDS)}")
+    values = _validated(settings)
     text = str(settings.get("text", ""))
     spec = f"builtin:{kind}" + (f"?text={text}" if text else "")
-    return BuiltinModel(
-        kind, text, spec,
-        batch_size=int(settings.get("batch_size", 1024)),
-        concurrency=int(settings.get("concurrency", 1)),
-        cacheable=bool(settings.get("cacheable", False)),
-        delay=float(settings.get("delay", 0.0)),
-    )
+    if values["batch_size"] < 1 or values["concurrency"] < 1:
+        from harness.modelspec import ModelSpecError
+
+        raise ModelSpecError("builtin: batch_size and concurrency must be >= 1")
+    return BuiltinModel(kind, text, spec, **values)

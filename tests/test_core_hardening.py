@@ -1,0 +1,94 @@
+"""Runs never hang and never lose a row: replies the database cannot store as they are (lone
+surrogates, NUL bytes) are sanitised and recorded, a run whose every sample failed is `failed`, an
+empty task is a one-line error, and unknown or malformed backend settings are refused by name."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+
+import pytest
+from sqlalchemy import select
+
+from harness.runner import EvalConfig, RunConfigError, Runner
+from harness.store.db import open_db
+from harness.store.schema import RunRow, SampleResultRow
+from harness.task import ScoreContext, Task
+from harness.types import Message, Output, Sample, Score
+
+BAD_TEXTS = ["lone \ud800 surrogate", "nul \x00 byte", "both \udfff and \x00", "fine"]
+
+
+def _task(texts: list[str]) -> Task:
+    samples = [Sample(f"s{i}", [Message.text("user", t)], target=t) for i, t in enumerate(texts)]
+
+    def score(sample: Sample, output: Output, ctx: ScoreContext) -> Score:
+        return Score({"acc": 1.0}, answer=output.text)
+
+    return Task(name="hardening", version="1", load=lambda: samples, score=score, content_hash="h",
+                primary_metric="acc")
+
+
+class Raising:
+    spec = "test:raising"
+    batch_size = 2
+    concurrency = 2
+    modalities = frozenset({"text"})
+    cacheable = False
+
+    async def generate(self, requests):  # type: ignore[no-untyped-def]
+        await asyncio.sleep(0)
+        raise ConnectionResetError("peer reset")
+
+
+def test_unstorable_replies_are_sanitised_and_every_row_is_stored(db_url: str) -> None:
+    sessions = open_db(db_url)
+    cfg = EvalConfig(task="hardening", model="builtin:echo", db_url=db_url, progress=False, run_name="bad-text")
+    summary = Runner(cfg, session_factory=sessions, task=_task(BAD_TEXTS * 3)).run()
+    assert summary.status == "finished" and summary.n_new == 12
+    with sessions() as s:
+        rows = s.scalars(select(SampleResultRow).order_by(SampleResultRow.sample_id)).all()
+    assert len(rows) == 12
+    by_id = {r.sample_id: r for r in rows}
+    assert "\ufffd" in by_id["s0"].output and "\x00" not in by_id["s1"].output
+    assert by_id["s0"].details["sanitized"]["fields"] and "output" in by_id["s0"].details["sanitized"]["fields"]
+    assert by_id["s3"].output == "fine" and "sanitized" not in (by_id["s3"].details or {})
+    # a rerun resumes: nothing new, nothing duplicated
+    again = Runner(cfg, session_factory=sessions, task=_task(BAD_TEXTS * 3)).run()
+    assert again.n_new == 0 and again.n_skipped == 12
+
+
+def test_a_run_whose_every_sample_failed_is_failed(db_url: str) -> None:
+    sessions = open_db(db_url)
+    cfg = EvalConfig(task="hardening", model="test:raising", db_url=db_url, progress=False, run_name="all-bad")
+    summary = Runner(cfg, session_factory=sessions, task=_task(["a", "b", "c"]), model=Raising()).run()
+    assert summary.status == "failed" and summary.n_errors == 3
+    with sessions() as s:
+        assert s.scalar(select(RunRow.status).where(RunRow.name == "all-bad")) == "failed"
+
+
+def test_an_empty_task_is_an_error_not_a_finished_run(sqlite_url: str) -> None:
+    cfg = EvalConfig(task="hardening", model="builtin:echo", db_url=sqlite_url, progress=False)
+    with pytest.raises(RunConfigError, match="no samples"):
+        Runner(cfg, task=_task([])).run()
+
+
+@pytest.mark.parametrize(("setting", "expected"), [
+    ("temprature=0.5", "did you mean 'temperature'"),
+    ("batch_size=many", "bad setting value"),
+    ("concurrency=-3", "must be >= 1"),
+])
+def test_bad_backend_settings_are_one_line_errors(sqlite_url: str, setting: str, expected: str) -> None:
+    done = subprocess.run([sys.executable, "-m", "harness.cli", "eval", "-t", "gsm8k", "-m", "builtin:number",
+                           "-M", setting, "--limit", "2", "--db", sqlite_url], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 2
+    assert done.stderr.startswith("error: ") and expected in done.stderr and "Traceback" not in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_an_unknown_builtin_model_is_one_line(sqlite_url: str) -> None:
+    done = subprocess.run([sys.executable, "-m", "harness.cli", "eval", "-t", "gsm8k", "-m", "builtin:nope",
+                           "--limit", "2", "--db", sqlite_url], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "unknown builtin model 'nope'" in done.stderr and "Traceback" not in done.stderr
