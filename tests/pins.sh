@@ -1,0 +1,38 @@
+# Sourced by tests/run.sh and tests/lock.sh: pip through the lock files, and one way to fail set-up.
+# Every install in tests/setup.d goes through pip_pinned (or the venv's own constraints file), so the
+# versions come from constraints*.txt, not from whatever an index offers today; a failed install
+# stops the run (set -e in the callers) instead of letting the tests that need it skip.
+HARNESS_CONSTRAINTS="${HARNESS_CONSTRAINTS:-$HARNESS_ROOT/constraints.txt}"            # the main environment
+HARNESS_CONSTRAINTS_VLLM="${HARNESS_CONSTRAINTS_VLLM:-$HARNESS_ROOT/constraints-vllm.txt}"  # 60-vllm.sh's venv
+HARNESS_CONSTRAINTS_BPY="${HARNESS_CONSTRAINTS_BPY:-$HARNESS_ROOT/constraints-bpy.txt}"    # 50-bpy.sh's venv
+export HARNESS_CONSTRAINTS HARNESS_CONSTRAINTS_VLLM HARNESS_CONSTRAINTS_BPY
+
+# pip_pinned [--python PY] [--constraints FILE] ARGS...: pip install -q through the lock; exits non-zero
+# when pip does. Only the index's "Location ... is ignored" chatter is filtered out.
+pip_pinned() {
+  local py=python constraints="$HARNESS_CONSTRAINTS"
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      --python) py="$2"; shift 2 ;;
+      --constraints) constraints="$2"; shift 2 ;;
+      *) break ;;
+    esac
+  done
+  "$py" -m pip install -q -c "$constraints" "$@" 2>&1 | { grep -v -e "^WARNING: Location '" || true; }
+}
+
+# setup_fail MESSAGE: a set-up step that cannot be done ends the run (exit status 1).
+setup_fail() {
+  echo "setup failed: $*" >&2
+  exit 1
+}
+
+# The extras installed into the main environment: all of pyproject.toml's except those that live in
+# their own venvs (vllm and ray: 60-vllm.sh; blender: 50-bpy.sh).
+main_extras() {
+  python3 - <<'PY'
+import tomllib
+extras = tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]
+print(",".join(sorted(set(extras) - {"vllm", "ray", "blender"})))
+PY
+}
