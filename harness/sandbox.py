@@ -14,7 +14,8 @@ Containment when running as root with util-linux ``unshare`` (the CI and dev mac
 
 * **filesystem (allow-list)**: a new mount namespace whose root is an empty tmpfs; only these are
   bind-mounted into it, read-only: the system's ``/usr`` tree (and the ``/bin``, ``/lib*`` links
-  into it), a few loader/locale files from ``/etc`` (``SYSTEM_READ_PATHS``), the interpreter's
+  into it), a few loader/locale files from ``/etc`` (``SYSTEM_READ_PATHS``; ``/etc/passwd`` and
+  ``/etc/group`` are written fresh, naming only root and the sandbox's uid), the interpreter's
   prefix (for a venv also its base interpreter's) and ``read_paths``; the work dir and
   ``allow_write_paths`` are bound writable. Nothing else of the host exists inside: not the
   caller's folder (``./harness.db``), not ``/tmp``, ``/home``, ``/root``, ``/run`` or any Unix
@@ -618,6 +619,15 @@ try:
     for p, target in links.items():
         if not os.path.lexists(root + p):
             os.symlink(target, root + p)
+    # a minimal passwd/group naming only root and the sandbox's uid (some libraries, bpy among them,
+    # crash without one; the host's would list its users)
+    os.makedirs(root + "/etc", exist_ok=True)
+    uid = spec["uid"]
+    for name, text in (("passwd", "root:x:0:0:root:/:/usr/sbin/nologin\nsandbox:x:%d:%d:sandbox:%s:/usr/sbin/nologin\n"
+                        % (uid, uid, spec["workdir"])), ("group", "root:x:0:\nsandbox:x:%d:\n" % uid)):
+        if not os.path.lexists(root + "/etc/" + name):
+            with open(root + "/etc/" + name, "w") as fh:
+                fh.write(text)
     dev = root + "/dev"
     os.makedirs(dev, exist_ok=True)
     mount("tmpfs", dev, "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=64k")
