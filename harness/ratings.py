@@ -5,12 +5,21 @@ One code path ranks human arena votes and pairwise LLM-judge verdicts alike: the
 ``"a"``, ``"b"``, ``"tie"``, ``"both_bad"`` (FastChat's ``model_a``/``model_b``/``tie (bothbad)``
 spellings are accepted too).
 
+Why this lives in the core: it is a shared service, not part of one task. The arena ranks human votes
+with it and any task family with a pairwise LLM judge (3DCodeBench's code judge, for one) ranks its
+verdicts with it, so both get the same fit, intervals and ranks, and a fix here reaches every board.
+
 Model: P(i beats j) = sigmoid(theta_i - theta_j). A tie and a both-bad vote count as half a win each
-way (FastChat's and arena-rank's convention). The maximum-likelihood fit works on the aggregated
+way (FastChat's and arena-rank's convention). The fit is the exact maximum-likelihood estimate, as
+FastChat's ``compute_bt`` (``fastchat/serve/monitor/rating_systems.py``): it works on the aggregated
 K x K win matrix, not on one row per vote: Newton's method on the concave log-likelihood
-``sum_ij W_ij log sigmoid(theta_i - theta_j)``, whose gradient and Hessian need only W and N = W + W^T.
-A tiny ridge ``ridge/2 * |theta|^2`` makes the optimum unique (it also centres theta at mean 0,
-because the likelihood gradient sums to zero) and keeps it finite when a model never loses.
+``sum_ij W_ij log sigmoid(theta_i - theta_j)``, whose gradient and Hessian need only W and N = W + W^T,
+centred at mean 0 (the likelihood is shift-invariant; FastChat's L-BFGS from 0 stays centred too).
+The MLE exists exactly when the "i won (or tied) against j" graph is strongly connected (Zermelo,
+Ford). Where it does not (a model that never lost or never won, groups never compared) it is
+infinite, and FastChat returns wherever its 100 L-BFGS iterations stopped; we add a tiny ridge
+``ridge/2 * |theta|^2`` instead, for that fit only, and say so: ``Ratings.regularized`` and its
+``regularized_reason`` (:func:`mle_failure`).
 
 Intervals (95%):
 * ``bootstrap``: multinomial resampling of the pair-outcome cell counts (equivalent to resampling
@@ -147,21 +156,70 @@ def pair_counts(votes: Iterable[Sequence[Any]], models: Sequence[str] | None = N
 # --------------------------------------------------------------------------------------------------
 # Fitting
 
+RIDGE = 1e-3  # used only where the MLE does not exist (see the module docstring)
+
+
+def mle_exists(wins: np.ndarray) -> np.ndarray | bool:
+    """Whether the BT MLE exists for (K, K) or (B, K, K) effective win matrices: the digraph with an
+    edge i -> j where i won or tied against j is strongly connected (every model reaches every other
+    and is reached by it). Breadth-first reachability from model 0, forwards and backwards, batched."""
+    w = np.asarray(wins, dtype=float)
+    single = w.ndim == 2
+    if single:
+        w = w[None]
+    bsz, k, _ = w.shape
+    if k <= 1:
+        ok = np.ones(bsz, dtype=bool)
+        return bool(ok[0]) if single else ok
+    edges = (w > 0).astype(float)
+    ok = np.ones(bsz, dtype=bool)
+    for adj in (edges, np.swapaxes(edges, 1, 2)):
+        seen = np.zeros((bsz, k), dtype=bool)
+        seen[:, 0] = True
+        for _ in range(k):
+            grown = seen | (np.einsum("bi,bij->bj", seen.astype(float), adj) > 0)
+            if (grown == seen).all():
+                break
+            seen = grown
+        ok &= seen.all(axis=1)
+    return bool(ok[0]) if single else ok
+
+
+def mle_failure(counts: PairCounts) -> str:
+    """Why the MLE does not exist for these counts ("" when it does), in words for a page."""
+    w = counts.effective_wins
+    if mle_exists(w):
+        return ""
+    n = counts.battles.sum(axis=1)
+    won, lost = w.sum(axis=1), w.sum(axis=0)
+    checks = (("no votes", n == 0), ("never lost", (n > 0) & (lost == 0)), ("never won", (n > 0) & (won == 0)))
+    for label, bad in checks:
+        if bad.any():
+            names = [m for m, b in zip(counts.models, bad, strict=True) if b]
+            return f"{', '.join(names[:3])}{' and others' if len(names) > 3 else ''} {label}"
+    return "some groups of models were never compared both ways"
+
 
 def fit_bt(
-    wins: np.ndarray, *, ridge: float = 1e-3, tol: float = 1e-9, max_iter: int = 100, theta0: np.ndarray | None = None
+    wins: np.ndarray, *, ridge: float | np.ndarray | None = None, tol: float = 1e-9, max_iter: int = 100,
+    theta0: np.ndarray | None = None,
 ) -> np.ndarray:
     """Bradley-Terry MLE (natural-log-odds scale) from effective win matrices, batched.
 
-    ``wins`` is (K, K) or (B, K, K) with ties already split half/half. Newton steps on the penalised
-    log-likelihood; steps are capped at 4 log-odds units so a model that never loses cannot overflow
-    before the ridge catches it. Returns theta of shape (K,) or (B, K), each row summing to ~0.
+    ``wins`` is (K, K) or (B, K, K) with ties already split half/half. ``ridge``: ``None`` (default)
+    fits the exact MLE wherever it exists and adds :data:`RIDGE` only to the matrices where it does
+    not (:func:`mle_exists`); a number or a (B,) array forces that ridge. Newton steps; steps are
+    capped at 4 log-odds units so a model that never loses cannot overflow before the ridge catches
+    it. Returns theta of shape (K,) or (B, K), each row summing to ~0.
     """
     w = np.asarray(wins, dtype=float)
     single = w.ndim == 2
     if single:
         w = w[None]
     bsz, k, _ = w.shape
+    if ridge is None:
+        ridge = np.where(mle_exists(w), 0.0, RIDGE)
+    ridges = np.broadcast_to(np.asarray(ridge, dtype=float), (bsz,))
     n = w + np.swapaxes(w, 1, 2)
     row_wins = w.sum(axis=2)
     theta = np.zeros((bsz, k)) if theta0 is None else np.broadcast_to(theta0, (bsz, k)).astype(float).copy()
@@ -169,11 +227,12 @@ def fit_bt(
     for _ in range(max_iter):
         t = theta[active]
         nn = n[active]
+        r = ridges[active][:, None]
         p = expit(t[:, :, None] - t[:, None, :])
-        grad = row_wins[active] - (nn * p).sum(axis=2) - ridge * t
+        grad = row_wins[active] - (nn * p).sum(axis=2) - r * t
         wpq = nn * p * (1.0 - p)
         hess = -wpq  # the negative Hessian: graph Laplacian of the weights p*q*N plus the ridge
-        hess[:, np.arange(k), np.arange(k)] = wpq.sum(axis=2) + ridge
+        hess[:, np.arange(k), np.arange(k)] = wpq.sum(axis=2) + r
         hess += 1.0 / k  # gauge fix: theta is only defined up to a shift; the step keeps sum(theta) = 0
         step = np.linalg.solve(hess, grad[:, :, None])[:, :, 0]
         biggest = np.abs(step).max(axis=1)
@@ -190,10 +249,12 @@ def fit_bt(
 
 
 def bootstrap_thetas(
-    counts: PairCounts, rounds: int = 100, *, seed: int = 0, ridge: float = 1e-3, theta0: np.ndarray | None = None
+    counts: PairCounts, rounds: int = 100, *, seed: int = 0, ridge: float | None = None,
+    theta0: np.ndarray | None = None,
 ) -> np.ndarray:
     """(rounds, K) bootstrap fits: the vote table is resampled with replacement, which for
-    aggregated data is one multinomial draw over the pair-outcome cells per round."""
+    aggregated data is one multinomial draw over the pair-outcome cells per round. ``ridge=None``:
+    the exact MLE in every round where it exists (a resample can lose it even when the data has it)."""
     k = len(counts.models)
     iu = np.triu_indices(k, 1)
     off = ~np.eye(k, dtype=bool)
@@ -215,7 +276,7 @@ def bootstrap_thetas(
     return fit_bt(wins + 0.5 * ties, ridge=ridge, theta0=theta0)
 
 
-def sandwich_se(counts: PairCounts, theta: np.ndarray, *, ridge: float = 1e-3) -> np.ndarray:
+def sandwich_se(counts: PairCounts, theta: np.ndarray, *, ridge: float = 0.0) -> np.ndarray:
     """Robust (sandwich) standard errors of theta under the sum-to-zero constraint.
 
     H = Laplacian(N p q) (+ ridge); J = Laplacian(sum over cells count * (y - p)^2) with y = 1, 0 or
@@ -283,12 +344,15 @@ def _contextual_matrix(k: int, a: np.ndarray, b: np.ndarray, z: np.ndarray, w: n
 
 
 def fit_contextual_bt(
-    k: int, a: np.ndarray, b: np.ndarray, y: np.ndarray, z: np.ndarray, *, ridge: float = 1e-3, max_iter: int = 50
+    k: int, a: np.ndarray, b: np.ndarray, y: np.ndarray, z: np.ndarray, *, ridge: float = RIDGE,
+    beta_ridge: float = RIDGE, max_iter: int = 50,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Joint Newton fit of theta (K) and style coefficients beta (F) on per-vote rows.
 
-    y is a's share of the win (1, 0, 0.5). Returns (theta centred at 0, beta, sandwich SE of theta):
-    the SEs come from H^-1 J H^-1 of the joint model, so they include the uncertainty of beta."""
+    y is a's share of the win (1, 0, 0.5). ``ridge`` penalises theta, ``beta_ridge`` beta (kept > 0:
+    a style feature no answer shows is a constant zero column). Returns (theta centred at 0, beta,
+    sandwich SE of theta): the SEs come from H^-1 J H^-1 of the joint model, so they include the
+    uncertainty of beta."""
     a = np.asarray(a, dtype=np.int64)
     b = np.asarray(b, dtype=np.int64)
     y = np.asarray(y, dtype=float)
@@ -296,13 +360,14 @@ def fit_contextual_bt(
     f = z.shape[1]
     theta = np.zeros(k)
     beta = np.zeros(f)
-    penalty = ridge * np.eye(k + f)
+    ridges = np.concatenate([np.full(k, ridge), np.full(f, beta_ridge)])
+    penalty = np.diag(ridges)
     penalty[:k, :k] += 1.0 / k  # gauge fix on theta (see fit_bt)
     hess = penalty
     for _ in range(max_iter):
         p = expit(theta[a] - theta[b] + z @ beta)
         r = y - p
-        grad = np.concatenate([np.bincount(a, r, k) - np.bincount(b, r, k), z.T @ r]) - ridge * np.concatenate(
+        grad = np.concatenate([np.bincount(a, r, k) - np.bincount(b, r, k), z.T @ r]) - ridges * np.concatenate(
             [theta, beta])
         hess = _contextual_matrix(k, a, b, z, p * (1 - p)) + penalty
         step = np.linalg.solve(hess, grad)
@@ -347,6 +412,8 @@ class Ratings:
     method: str
     rounds: int
     style_coefficients: dict[str, float] = field(default_factory=dict)
+    regularized: bool = False  # the MLE does not exist for these votes: a small ridge was added
+    regularized_reason: str = ""
 
     def by_model(self) -> dict[str, Rating]:
         return {r.model: r for r in self.ratings}
@@ -355,6 +422,8 @@ class Ratings:
         return {
             "method": self.method,
             "bootstrap_rounds": self.rounds,
+            "regularized": self.regularized,
+            "regularized_reason": self.regularized_reason,
             "models": self.counts.models,
             "total_votes": self.counts.total,
             "style_coefficients": self.style_coefficients,
@@ -383,7 +452,7 @@ def rate_counts(
     ci: str = "bootstrap",
     rounds: int = 100,
     seed: int = 0,
-    ridge: float = 1e-3,
+    ridge: float | None = None,
     min_votes: int = 0,
     provisional_votes: int = 0,
     anchor: tuple[str, float] | None = None,
@@ -393,14 +462,20 @@ def rate_counts(
 ) -> Ratings:
     """Fit, intervals, ranks. ``ci`` is ``bootstrap`` or ``sandwich`` (sandwich SEs are always
     computed too: active sampling uses them). Models below ``min_votes`` are fitted (their votes
-    inform the others) but not listed or ranked; listed models under ``provisional_votes`` are marked."""
+    inform the others) but not listed or ranked; listed models under ``provisional_votes`` are marked.
+    ``ridge=None``: the exact MLE, with :data:`RIDGE` only where the MLE does not exist (flagged in the
+    result); a number forces that ridge (flagged when > 0)."""
     if ci not in ("bootstrap", "sandwich"):
         raise RatingsError(f"unknown ci method {ci!r} (bootstrap or sandwich)")
     k = len(counts.models)
+    reason = mle_failure(counts) if k else ""
+    fit_ridge = (RIDGE if reason else 0.0) if ridge is None else float(ridge)
+    if ridge is not None and fit_ridge > 0 and not reason:
+        reason = f"ridge {fit_ridge:g} requested"
     if theta is None:
-        theta = fit_bt(counts.effective_wins, ridge=ridge) if k else np.zeros(0)
+        theta = fit_bt(counts.effective_wins, ridge=fit_ridge) if k else np.zeros(0)
     if se is None:
-        se = sandwich_se(counts, theta, ridge=ridge) if k else np.zeros(0)
+        se = sandwich_se(counts, theta, ridge=fit_ridge) if k else np.zeros(0)
     offset = 0.0
     if anchor is not None:
         if anchor[0] not in counts.models:
@@ -429,7 +504,8 @@ def rate_counts(
     ]
     rows.sort(key=lambda r: (not r.listed, -r.rating))
     method = "bootstrap" if ci == "bootstrap" and rounds > 0 else "sandwich"
-    return Ratings(rows, counts, method, rounds if method == "bootstrap" else 0, dict(style_coefficients or {}))
+    return Ratings(rows, counts, method, rounds if method == "bootstrap" else 0, dict(style_coefficients or {}),
+                   regularized=bool(reason), regularized_reason=reason)
 
 
 def rate(votes: Iterable[Sequence[Any]], models: Sequence[str] | None = None, **options: Any) -> Ratings:
@@ -443,11 +519,12 @@ def rate_with_style(
     features_a: Sequence[dict[str, float]],
     features_b: Sequence[dict[str, float]],
     *,
-    ridge: float = 1e-3,
+    ridge: float | None = None,
     **options: Any,
 ) -> Ratings:
     """Style-controlled ratings: theta and sandwich intervals from the contextual fit (a bootstrap
-    would cost one per-vote fit per round, so style control always uses sandwich CIs)."""
+    would cost one per-vote fit per round, so style control always uses sandwich CIs). ``ridge`` on
+    theta as in :func:`rate_counts` (``None``: only where the plain MLE does not exist)."""
     counts = pair_counts(votes)
     index = {m: i for i, m in enumerate(counts.models)}
     a = np.array([index[str(v[0])] for v in votes], dtype=np.int64)
@@ -457,7 +534,8 @@ def rate_with_style(
     fa = np.array([[f.get(n, 0.0) for n in STYLE_FEATURES] for f in features_a])
     fb = np.array([[f.get(n, 0.0) for n in STYLE_FEATURES] for f in features_b])
     z = style_design(fa, fb) if len(votes) else np.zeros((0, len(STYLE_FEATURES)))
-    theta, beta, se = fit_contextual_bt(len(counts.models), a, b, y, z, ridge=ridge)
+    theta_ridge = (RIDGE if mle_failure(counts) else 0.0) if ridge is None else float(ridge)
+    theta, beta, se = fit_contextual_bt(len(counts.models), a, b, y, z, ridge=theta_ridge)
     options = {**options, "ci": "sandwich"}
     return rate_counts(
         counts, theta=theta, se=se, ridge=ridge,
