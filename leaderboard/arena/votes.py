@@ -3,8 +3,8 @@
 Order matters on SQLite: the transaction's first statement is the UPDATE that claims the battle, so
 the connection takes the write lock before it reads anything (a read-then-write transaction can
 fail with SQLITE_BUSY under concurrency instead of waiting). The rate-limit counts are then read
-inside that lock, so they are exact; on PostgreSQL a transaction-scoped advisory lock per voter
-gives the same guarantee. The unique ``battle_id`` on votes is the last line against reuse.
+inside that lock, so they are exact; on PostgreSQL transaction-scoped advisory locks per voter and per IP
+give the same guarantee. The unique ``battle_id`` on votes is the last line against reuse.
 """
 
 from __future__ import annotations
@@ -109,8 +109,9 @@ def cast_vote(
         with engine.begin() as conn:  # any refusal raised inside rolls the claim back
             if conn.execute(_CLAIM, {"bid": battle.id, "stamp": stamp}).rowcount != 1:
                 raise VoteRefused(409, "battle token already used")
-            if conn.dialect.name == "postgresql":
+            if conn.dialect.name == "postgresql":  # voter, then IP: one order everywhere, so no deadlock
                 conn.execute(_PG_LOCK, {"k": zlib.crc32(voter_hash.encode())})
+                conn.execute(_PG_LOCK, {"k": zlib.crc32(b"ip:" + ip_hash.encode())})
             voter_minute, voter_day = conn.execute(_RECENT_VOTER, {**window, "key": voter_hash}).one()
             ip_minute, ip_day = conn.execute(_RECENT_IP, {**window, "key": ip_hash}).one()
             if (
