@@ -37,8 +37,11 @@ for fragment in tests/setup.d/*.sh; do
   echo "== setup: $fragment"
   # shellcheck disable=SC1090
   source "$fragment"
-  # lint as soon as its tools are in (15-lint.sh), before the slow set-up steps
-  [ "$(basename "$fragment")" != "15-lint.sh" ] || lint
+  # lint as soon as its tools are in (15-lint.sh), before the slow set-up steps; an `if`, not `||`:
+  # set -e must stay in force inside lint()
+  if [ "$(basename "$fragment")" = "15-lint.sh" ]; then
+    lint
+  fi
 done
 echo "== pytest"
 python -m pytest -q -p no:cacheprovider "$@"
