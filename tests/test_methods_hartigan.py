@@ -14,9 +14,9 @@ import pytest  # noqa: E402
 from sklearn.cluster import KMeans, kmeans_plusplus  # noqa: E402
 from sklearn.datasets import load_digits, load_iris, make_blobs  # noqa: E402
 
-from harness.tasks.methods.backends.hartigan_core import batched_hartigan, objective, sequential_hartigan  # noqa: E402
 from harness.runner import EvalConfig, Runner  # noqa: E402
 from harness.store.db import open_db  # noqa: E402
+from harness.tasks.methods.backends.hartigan_core import batched_hartigan, objective, sequential_hartigan  # noqa: E402
 from harness.types import Message, Request  # noqa: E402
 
 

@@ -12,15 +12,15 @@ import asyncio  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
+from harness.modelspec import build_model  # noqa: E402
+from harness.runner import EvalConfig, Runner  # noqa: E402
+from harness.store.db import open_db  # noqa: E402
 from harness.tasks.methods.backends.htaf_core import (  # noqa: E402
     BinaryUnit,
     htaf,
     htaf_derivative,
     htaf_reference,
 )
-from harness.modelspec import build_model  # noqa: E402
-from harness.runner import EvalConfig, Runner  # noqa: E402
-from harness.store.db import open_db  # noqa: E402
 from harness.tasks.methods.classification import make_task  # noqa: E402
 from harness.types import Message, Request  # noqa: E402
 

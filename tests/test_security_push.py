@@ -164,4 +164,4 @@ def test_csv_exports_neutralise_formulas_and_quote_line_breaks(site, tmp_path):
         exported = list(csv.DictReader(fh))
     assert len(exported) == 5  # CR/LF inside a cell never starts a new row
     assert sorted(row["output"] for row in exported) == sorted(neutralise(h) for h in hostile)
-    assert all(not row["output"].lstrip(" ")[:1] in ("=", "+", "-", "@") for row in exported)
+    assert all(row["output"].lstrip(" ")[:1] not in ("=", "+", "-", "@") for row in exported)

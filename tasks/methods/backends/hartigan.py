@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness.registry import model
 from harness.tasks.methods.backends.common import (
     FeatureError,
     TrainProgress,
@@ -36,7 +37,6 @@ from harness.tasks.methods.backends.common import (
     train_arrays,
     with_usage,
 )
-from harness.registry import model
 from harness.types import Output, Request, Sample
 
 ALGORITHMS = {"hartigan": ("batched", "sequential"), "kmeans": ("lloyd", "elkan")}
