@@ -6,13 +6,14 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from requirements import needs
 
 from harness.runner import build_task
 from harness.sandbox import namespaces_available
 from harness.tasks.reliability.task import score_humaneval
 from harness.types import Output, Sample
 
-full_isolation = pytest.mark.skipif(not namespaces_available(), reason="needs root and unshare (namespaces)")
+full_isolation = needs(namespaces_available(), "user namespaces (root + unshare)", "full isolation uses them")
 
 
 def _sample() -> tuple[dict[str, str], Sample]:
