@@ -24,8 +24,9 @@ from sqlalchemy import func, select
 from typer.testing import CliRunner
 
 from harness.data import DatasetError
+from harness.errors import UserError
 from harness.registry import model
-from harness.runner import EvalConfig, RunConfigError, Runner
+from harness.runner import EvalConfig, Runner
 from harness.store.db import open_db
 from harness.store.schema import JudgementRow, MetricRow, SampleResultRow
 from harness.task import SampleRecord
@@ -160,7 +161,7 @@ def test_media_modes_give_each_backend_what_it_takes(fixture_dir):
     assert [p.type for p in native.prompt(by_id(native)["s3#t1"]).messages[0].content] == ["video", "text"]
     # the media setting is part of what is measured: it changes the task's content hash
     assert len({frames.content_hash, fa.content_hash, audio.content_hash, native.content_hash}) == 4
-    with pytest.raises(RunConfigError, match="media_mode"):
+    with pytest.raises(UserError, match="media_mode"):
         longshot(data_dir=str(fixture_dir), media_mode="telepathy")
 
 
