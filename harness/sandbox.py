@@ -68,6 +68,7 @@ import ctypes
 import json
 import os
 import random
+import re
 import secrets
 import shutil
 import signal
@@ -543,6 +544,18 @@ def classify(returncode: int | None, stderr: str, timed_out: bool) -> SandboxSta
     if signum in (signal.SIGKILL, signal.SIGSEGV, signal.SIGABRT, signal.SIGBUS, signal.SIGTERM):
         return "killed"
     return "error"
+
+
+EXCERPT_CHARS = 160  # enough to see why a run failed, too short to carry a file's contents out
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+
+
+def excerpt(text: str, limit: int = EXCERPT_CHARS) -> str:
+    """A short, single-line excerpt of what a sandboxed program wrote (its last non-empty line,
+    control characters removed), for scorer explanations that public pages show."""
+    lines = [ln.strip() for ln in (text or "").splitlines() if ln.strip()]
+    last = _CONTROL.sub("", lines[-1]) if lines else ""
+    return last if len(last) <= limit else last[: limit - 1] + "…"
 
 
 def _read_back(handle: IO[bytes]) -> str:

@@ -412,3 +412,12 @@ def test_no_new_privs_and_every_mount_nosuid() -> None:
     result.cleanup()
     assert result.status == "ok", result.stderr
     assert result.stdout.split() == ["1", "True"]
+
+
+def test_excerpt_is_one_short_clean_line() -> None:
+    from harness.sandbox import EXCERPT_CHARS, excerpt
+
+    text = "Traceback (most recent call last):\n  File x\nValueError: " + "S" * 5000 + "\x1b[2J\n\n"
+    out = excerpt(text)
+    assert out.startswith("ValueError: SSS") and len(out) == EXCERPT_CHARS and "\x1b" not in out
+    assert excerpt("") == "" and excerpt("short\n") == "short"

@@ -36,6 +36,7 @@ from typing import Any
 
 from harness.data import file_hash
 from harness.registry import task
+from harness.sandbox import excerpt
 from harness.task import SampleRecord, ScoreContext, Task
 from harness.tasks.code3d import data as data_mod
 from harness.tasks.code3d.executor import BlenderPool, ExecResult, RenderOptions
@@ -295,7 +296,7 @@ class Code3DRuntime:
             values[f"fail_exec_{family.lower().replace('-', '_')}"] = 1.0
         output.prediction = {"glb": best_result.glb, "renders": best_result.renders, "status": best_result.status}
         return Score(
-            values=values, answer=best_result.status, explanation=best_result.error[:500],
+            values=values, answer=best_result.status, explanation=excerpt(best_result.error),  # shown publicly
             details={"status": best_result.status, "failure": failure, "exec_family": family, "glb": best_result.glb,
                      "renders": best_result.renders, "reference_renders": ref.renders, "rounds": rounds},
         )  # fmt: skip

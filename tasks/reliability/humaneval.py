@@ -23,11 +23,10 @@ import re
 import secrets
 from typing import Any
 
+from harness.sandbox import excerpt
 from harness.types import Output, Sample, Score
 
 _FENCE = re.compile(r"```(?:python|py)?\s*\n(.*?)```", re.DOTALL)
-EXPLANATION_CHARS = 160  # a short excerpt of sandboxed stderr: enough to see why, too short to carry a file
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 
 # The harness's own wrapper (main.py). It forks: the child runs the model's program and answers
 # calls to the entry point; the parent (the sandbox's init, made non-dumpable so the child can neither
@@ -150,13 +149,6 @@ def humaneval_program(reply: str, prompt: str, entry_point: str) -> str:
         header = "\n".join(ln for ln in prompt.splitlines() if ln.startswith(("import ", "from ")))
         return f"{header}\n{code}" if header else code
     return prompt + code
-
-
-def excerpt(stderr: str, limit: int = EXPLANATION_CHARS) -> str:
-    """The last non-empty stderr line, control characters removed, cut to ``limit`` characters."""
-    lines = [ln.strip() for ln in (stderr or "").splitlines() if ln.strip()]
-    last = _CONTROL.sub("", lines[-1]) if lines else ""
-    return last if len(last) <= limit else last[: limit - 1] + "…"
 
 
 def run_checked(program: str, prompt: str, test: str, entry: str, timeout_s: float,
