@@ -389,73 +389,81 @@ def spawn_sandboxed(
     own_workdir = workdir is None
     workdir = Path(workdir or tempfile.mkdtemp(prefix="harness-sandbox-")).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
-    full = _namespaces_available()
-    details: dict[str, object] = {}
-    if full:
-        details["workdir"] = "tmpfs" if own_workdir and _mount_workdir_tmpfs(workdir, workdir_mb) else "disk"
-    _write_cwd_files(workdir, cwd_files)
-    environment = {**_BASE_ENV, "HOME": str(workdir), "TMPDIR": str(workdir), **(env or {})}
-    limits = {
-        "as": int(memory_mb) * 1024 * 1024,
-        "cpu": max(1, int(timeout_s) + 1),
-        "fsize": int(file_size_mb) * 1024 * 1024,
-        "nproc": int(nproc),
-    }
-    if full:
-        uid = random.randint(*_UID_RANGE)
-        restore: list[tuple[str, int, int]] = []
-        for path in [str(workdir), *allow_write_paths]:
-            st = os.stat(path)
-            if path != str(workdir):
-                restore.append((path, st.st_uid, st.st_gid))
-            os.chown(path, uid, uid)
-        for root, dirs, files in os.walk(workdir):
-            for name in dirs + files:
-                os.lchown(os.path.join(root, name), uid, uid)
-        cgroup = MemoryCgroup.create(limits["as"])
-        details["memory_limit"] = f"cgroup{cgroup.version}" if cgroup else "rlimit-as"
-        spec = {
-            "argv": list(argv),
-            "env": environment,
-            "workdir": str(workdir),
-            "writable": [str(workdir), *[os.path.abspath(p) for p in allow_write_paths]],
-            "readable": [
-                *SYSTEM_READ_PATHS,
-                *_interpreter_prefixes(argv[0]),
-                *[os.path.abspath(p) for p in read_paths],
-            ],
-            "uid": uid,
-            "limits": limits,
-            "cgroup_procs": cgroup.procs if cgroup else None,
-            "machine": os.uname().machine,
-            "keep_fds": list(pass_fds),
+    def start() -> SandboxProcess:
+        full = _namespaces_available()
+        details: dict[str, object] = {}
+        if full:
+            details["workdir"] = "tmpfs" if own_workdir and _mount_workdir_tmpfs(workdir, workdir_mb) else "disk"
+        _write_cwd_files(workdir, cwd_files)
+        environment = {**_BASE_ENV, "HOME": str(workdir), "TMPDIR": str(workdir), **(env or {})}
+        limits = {
+            "as": int(memory_mb) * 1024 * 1024,
+            "cpu": max(1, int(timeout_s) + 1),
+            "fsize": int(file_size_mb) * 1024 * 1024,
+            "nproc": int(nproc),
         }
-        cmd = [*_UNSHARE, "--", sys.executable, "-I", "-S", "-c", _LAUNCHER, json.dumps(spec)]
-        try:
-            popen = subprocess.Popen(cmd, stdin=stdin, stdout=stdout, stderr=stderr, env=_BASE_ENV, cwd="/",
-                                     pass_fds=tuple(pass_fds))  # fmt: skip
-        except BaseException:
-            if cgroup:
-                cgroup.remove()
-            raise
-        isolation = ISOLATION_FULL if cgroup else ISOLATION_PER_PROCESS_MEMORY
-        return SandboxProcess(popen, workdir, uid, isolation, time.monotonic(), restore, cgroup, details)
+        if full:
+            uid = random.randint(*_UID_RANGE)
+            restore: list[tuple[str, int, int]] = []
+            for path in [str(workdir), *allow_write_paths]:
+                st = os.stat(path)
+                if path != str(workdir):
+                    restore.append((path, st.st_uid, st.st_gid))
+                os.chown(path, uid, uid)
+            for root, dirs, files in os.walk(workdir):
+                for name in dirs + files:
+                    os.lchown(os.path.join(root, name), uid, uid)
+            cgroup = MemoryCgroup.create(limits["as"])
+            details["memory_limit"] = f"cgroup{cgroup.version}" if cgroup else "rlimit-as"
+            spec = {
+                "argv": list(argv),
+                "env": environment,
+                "workdir": str(workdir),
+                "writable": [str(workdir), *[os.path.abspath(p) for p in allow_write_paths]],
+                "readable": [
+                    *SYSTEM_READ_PATHS,
+                    *_interpreter_prefixes(argv[0]),
+                    *[os.path.abspath(p) for p in read_paths],
+                ],
+                "uid": uid,
+                "limits": limits,
+                "cgroup_procs": cgroup.procs if cgroup else None,
+                "machine": os.uname().machine,
+                "keep_fds": list(pass_fds),
+            }
+            cmd = [*_UNSHARE, "--", sys.executable, "-I", "-S", "-c", _LAUNCHER, json.dumps(spec)]
+            try:
+                popen = subprocess.Popen(cmd, stdin=stdin, stdout=stdout, stderr=stderr, env=_BASE_ENV, cwd="/",
+                                         pass_fds=tuple(pass_fds))  # fmt: skip
+            except BaseException:
+                if cgroup:
+                    cgroup.remove()
+                raise
+            isolation = ISOLATION_FULL if cgroup else ISOLATION_PER_PROCESS_MEMORY
+            return SandboxProcess(popen, workdir, uid, isolation, time.monotonic(), restore, cgroup, details)
 
-    def preexec() -> None:  # best effort: limits only
-        import resource
+        def preexec() -> None:  # best effort: limits only
+            import resource
 
-        resource.setrlimit(resource.RLIMIT_AS, (limits["as"], limits["as"]))
-        resource.setrlimit(resource.RLIMIT_CPU, (limits["cpu"], limits["cpu"] + 1))
-        resource.setrlimit(resource.RLIMIT_FSIZE, (limits["fsize"], limits["fsize"]))
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+            resource.setrlimit(resource.RLIMIT_AS, (limits["as"], limits["as"]))
+            resource.setrlimit(resource.RLIMIT_CPU, (limits["cpu"], limits["cpu"] + 1))
+            resource.setrlimit(resource.RLIMIT_FSIZE, (limits["fsize"], limits["fsize"]))
+            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
-    popen = subprocess.Popen(
-        list(argv), stdin=stdin, stdout=stdout, stderr=stderr, env=environment, cwd=workdir,
-        preexec_fn=preexec, start_new_session=True, pass_fds=tuple(pass_fds),
-    )  # fmt: skip
-    details["memory_limit"] = "rlimit-as"
-    return SandboxProcess(popen, workdir, None, ISOLATION_BEST_EFFORT, time.monotonic(), details=details)
+        popen = subprocess.Popen(
+            list(argv), stdin=stdin, stdout=stdout, stderr=stderr, env=environment, cwd=workdir,
+            preexec_fn=preexec, start_new_session=True, pass_fds=tuple(pass_fds),
+        )  # fmt: skip
+        details["memory_limit"] = "rlimit-as"
+        return SandboxProcess(popen, workdir, None, ISOLATION_BEST_EFFORT, time.monotonic(), details=details)
 
+
+    try:
+        return start()
+    except BaseException:  # nothing started: no tmpfs mount or work dir may be left behind
+        if own_workdir:
+            _remove_workdir(workdir)
+        raise
 
 def run_sandboxed(
     argv: list[str],
