@@ -5,7 +5,9 @@
 # Prints the findings and one count per package; exits with mypy's status.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-VIEW="${HARNESS_CACHE_DIR:-$HOME/.cache/harness}/mypy-view"
+# one view (and mypy cache) per checkout: stable paths keep mypy's cache warm between runs
+CACHE="${HARNESS_CACHE_DIR:-$HOME/.cache/harness}/mypy/$(printf %s "$PWD" | sha256sum | cut -c1-12)"
+VIEW="$CACHE/view"
 rm -rf "$VIEW"
 mkdir -p "$VIEW/harness"
 for entry in harness/*; do
@@ -15,7 +17,7 @@ for folder in tasks models leaderboard; do
   ln -s "$PWD/$folder" "$VIEW/harness/$folder"
 done
 OUT="$(mktemp)"
-MYPYPATH="$VIEW" python -m mypy --cache-dir "${HARNESS_CACHE_DIR:-$HOME/.cache/harness}/mypy-cache" \
+MYPYPATH="$VIEW" python -m mypy --cache-dir "$CACHE/cache" \
   --config-file pyproject.toml -p harness >"$OUT" 2>&1
 status=$?
 sed "s|$VIEW/||" "$OUT"
