@@ -356,7 +356,7 @@ def _mount_workdir_tmpfs(workdir: Path, size_mb: int) -> bool:
     the namespace for the caller to read; False where mounting is not allowed."""
     opts = f"size={int(size_mb)}m,nr_inodes=65536,mode=0700".encode()
     rc = _libc().mount(b"tmpfs", str(workdir).encode(), b"tmpfs", ctypes.c_ulong(2 | 4), opts)  # nosuid|nodev
-    return rc == 0
+    return bool(rc == 0)
 
 
 def spawn_sandboxed(
@@ -389,7 +389,8 @@ def spawn_sandboxed(
     own_workdir = workdir is None
     workdir = Path(workdir or tempfile.mkdtemp(prefix="harness-sandbox-")).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
-    def start() -> SandboxProcess:
+
+    def start(workdir: Path) -> SandboxProcess:
         full = _namespaces_available()
         details: dict[str, object] = {}
         if full:
@@ -459,7 +460,7 @@ def spawn_sandboxed(
 
 
     try:
-        return start()
+        return start(workdir)
     except BaseException:  # nothing started: no tmpfs mount or work dir may be left behind
         if own_workdir:
             _remove_workdir(workdir)
