@@ -163,7 +163,8 @@ def run_checked(program: str, prompt: str, test: str, entry: str, timeout_s: flo
         os.write(tok_w, token)
         os.close(tok_w)
         tok_w = -1
-        files: dict[str, bytes | str] = {"main.py": WRAPPER, "program.py": program, "prompt.py": prompt, "test.py": test}
+        files: dict[str, bytes | str] = {"main.py": WRAPPER, "program.py": program, "prompt.py": prompt,
+                                         "test.py": test}
         result = run_sandboxed([_python(), "-I", "main.py", str(tok_r), str(out_w), entry], timeout_s=timeout_s,
                                memory_mb=memory_mb, cwd_files=files, pass_fds=(tok_r, out_w))  # fmt: skip
         os.close(out_w)
