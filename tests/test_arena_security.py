@@ -103,3 +103,12 @@ def test_voter_cookie_is_secure_over_https(sqlite_url):
     cfg = app.state.arena_config
     assert served_over_https(_request("192.0.2.7", ("X-Forwarded-Proto", "https")), cfg)
     assert not served_over_https(_request("203.0.113.9", ("X-Forwarded-Proto", "https")), cfg)
+
+
+def test_arena_api_errors_are_json_problems(sqlite_url):
+    app = create_arena_app(sqlite_url, ArenaConfig(secret="s"))
+    with TestClient(app) as client:
+        for r in (client.get("/api/arena/battle"), client.post("/api/arena/vote", json={"token": "x.1.y"})):
+            assert r.headers["content-type"].startswith("application/problem+json")
+            problem = r.json()
+            assert problem["status"] == r.status_code in (403, 404) and problem["detail"] and problem["title"]

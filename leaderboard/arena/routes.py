@@ -274,6 +274,16 @@ def ratings_page(request: Request, task: str | None = None, style: bool = False,
 # ---------------------------------------------------------------------------------------------- JSON
 
 
+def _problem(status: int, message: str) -> JSONResponse:
+    """The API's error shape (an RFC 9457 problem, as everywhere under /api/), plus ``error`` for
+    clients written against the arena's first API."""
+    from http import HTTPStatus
+
+    body = {"type": "about:blank", "title": HTTPStatus(status).phrase, "status": status, "detail": message,
+            "error": message}
+    return JSONResponse(body, status_code=status, headers=NO_STORE, media_type="application/problem+json")
+
+
 class VoteIn(BaseModel):
     token: str | None = None
     outcome: str | None = None
@@ -283,8 +293,8 @@ class VoteIn(BaseModel):
 def api_battle(request: Request, task: str | None = None) -> Response:
     """A new battle: prompt, two anonymous outputs, a single-use token. Names come after the vote."""
     view, message, cookie, status = _battle(request, task)
-    body = view if view is not None else {"error": message}
-    return _set_cookie(request, JSONResponse(body, status_code=status, headers=NO_STORE), cookie)
+    resp = JSONResponse(view, headers=NO_STORE) if view is not None else _problem(status, message or "")
+    return _set_cookie(request, resp, cookie)
 
 
 @router.post("/api/arena/vote", tags=["arena"])
@@ -295,7 +305,7 @@ def api_vote(request: Request, vote: VoteIn) -> Response:
     try:
         result = votes.cast_vote(request.app.state.sessions, st.cfg, st.secret, vote.token, vote.outcome, voter, ip)
     except votes.VoteRefused as exc:
-        return JSONResponse({"error": exc.message}, status_code=exc.status, headers=NO_STORE)
+        return _problem(exc.status, exc.message)
     return JSONResponse(result.to_dict(), headers=NO_STORE)
 
 
