@@ -126,3 +126,45 @@ def test_caption_metrics_equal_pointllm(gt: str, out: str) -> None:
     assert ours.keys() == ref.keys()
     for name, value in ref.items():
         assert ours[name] == pytest.approx(value, abs=1e-9), name
+
+
+# ---- literal re-implementation: PointLLM's caption judge parsing ---------------------------------
+def ref_parse_gpt_response_evaluate(gpt_response: str) -> int:
+    """``OpenAIObjectCaptioningEvaluator.parse_gpt_response_evaluate`` (pointllm/eval/evaluator.py):
+    the score, -1 for an invalid reply."""
+    pattern = r"(\d*#.*)"
+    match = re.search(pattern, gpt_response)
+    gpt_response = match.group(1) if match else gpt_response
+    gpt_response = gpt_response.strip()
+    gpt_response_list = gpt_response.split("#")
+    gpt_score = gpt_response_list[0]
+    try:
+        gpt_score = int(gpt_score)
+        if gpt_score not in range(101):
+            gpt_score = -1
+    except ValueError:
+        gpt_score = -1
+    return gpt_score
+
+
+JUDGE_PIECES = ["85", "100", "101", "0", "-5", "007", " ", "#", "##", "Score:", "score is", "\n", "good", "a#b",
+                "#1:", "60#two of three", "85 # spaced", "eighty#words", "+40", "1_0", "", "50%", "#reason"]
+
+
+@pytest.mark.parametrize("case", range(300))
+def test_judge_parsing_equals_pointllm(case: int) -> None:
+    from harness.tasks.partverse.judge import parse_reply
+
+    rng = random.Random(case)
+    text = rng.choice(["", " ", "#"]).join(rng.choice(JUDGE_PIECES) for _ in range(rng.randint(0, 4)))
+    ref = ref_parse_gpt_response_evaluate(text)
+    ours = parse_reply(text)
+    assert (ours["score"] if ours else -1) == ref, repr(text)
+
+
+def test_judge_parsing_differences_that_were_fixed() -> None:
+    from harness.tasks.partverse.judge import parse_reply
+
+    assert parse_reply(" 85 ") == {"score": 85, "reason": ""}  # no '#': the reference reads the whole reply
+    assert parse_reply("#1: 80#ok") is None  # the first '#' has no digits before it
+    assert ref_parse_gpt_response_evaluate(" 85 ") == 85 and ref_parse_gpt_response_evaluate("#1: 80#ok") == -1

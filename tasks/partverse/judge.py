@@ -6,9 +6,12 @@ paper's appendix (``eval_tools/gpt4o_judge_prompt.txt``): ``gpt-4o-2024-08-06``,
 max_tokens 256. (The released batch script itself calls the judge with temperature 1 and 2048
 tokens; we follow the paper's stated protocol.)
 
-Parsing: as the reference, the first ``<digits>#<reason>`` in the stripped reply, valid only for
-0..100; anything else is unparseable. harness.judge re-asks twice, then the sample's judge score is
-*unscored* (the reference's ``invalid_responses``, left out of the mean), never 0.
+Parsing: as the reference (``OpenAIObjectCaptioningEvaluator.parse_gpt_response_evaluate``): the
+first match of ``\\d*#.*`` (digits, possibly none, then ``#``), else the whole reply; stripped and split
+on ``#``; the part before the first ``#`` must be an integer in 0..100. So a bare ``85`` is a score, and
+a reply whose first ``#`` has no digits before it (``#1: 80#ok``) is unparseable. harness.judge re-asks
+twice, then the sample's judge score is *unscored* (the reference's ``invalid_responses``, left out of
+the mean), never 0.
 """
 
 from __future__ import annotations
@@ -31,19 +34,22 @@ Human-generated caption: {ground_truth}
 Model-generated caption: {model_output}
 
 Your response:"""
-_SCORE = re.compile(r"(\d+)#(.*)")
+_SCORE = re.compile(r"(\d*#.*)")
 
 
 def parse_reply(reply: str) -> dict[str, int | str] | None:
     """``'85#mentions colour'`` -> ``{"score": 85, "reason": "mentions colour"}`` (a plain dict: it is
     stored as the judgement row's verdict); None when unparseable or out of 0..100."""
-    match = _SCORE.search((reply or "").strip())
-    if not match:
+    reply = reply or ""
+    match = _SCORE.search(reply)
+    parts = (match.group(1) if match else reply).strip().split("#")
+    try:
+        score = int(parts[0])  # int() as the reference: " 85", "+85" and "0_85" parse too
+    except ValueError:
         return None
-    score = int(match.group(1))
-    if not 0 <= score <= 100:
+    if score not in range(101):
         return None
-    return {"score": score, "reason": match.group(2).strip()}
+    return {"score": score, "reason": parts[1].strip() if len(parts) > 1 else ""}
 
 
 def judge_messages(ground_truth: str, model_output: str) -> list[Message]:
