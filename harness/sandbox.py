@@ -23,7 +23,8 @@ Containment when running as root with util-linux ``unshare`` (the CI and dev mac
   64 MB ``/dev/shm``; ``/proc`` is the sandbox's own. Every mount is ``nosuid`` (checked before the
   program starts, with write probes on every read-only mount);
 * **work dir**: a size-limited tmpfs (``workdir_mb``) mounted on the host side, so outputs can be
-  read back after the run and a write loop cannot fill the disk (it ends with ENOSPC);
+  read back after the run and a write loop cannot fill the disk (it ends with ENOSPC); it stays
+  mounted until ``cleanup()`` unmounts and removes it (a caller killed before that leaves it mounted);
   ``allow_write_paths`` are the caller's own folders and are *not* size-limited beyond
   ``RLIMIT_FSIZE`` per file;
 * **network**: a new, empty network namespace (not even loopback is up), so a connect to a port
