@@ -264,6 +264,7 @@ class Runner:
                 s, name=self.task.name, version=self.task.version, content_hash=self.task.content_hash,
                 family=self.task.family, description=self.task.description,
                 modalities=sorted(self.task.modalities), primary_metric=self.task.primary_metric,
+                metrics={k: v.to_dict() for k, v in self.task.metrics.items()},
             )
             backend = self.cfg.model.split(":", 1)[0].split("(", 1)[0]
             model_row = ops.get_or_create_model(s, model.spec, backend=backend, display_name=self.cfg.model,

@@ -54,6 +54,11 @@ def get_or_create_task(session: Session, **fields: Any) -> TaskRow:
         row = TaskRow(**fields)
         session.add(row)
         session.flush()
+    elif fields.get("metrics") and not row.metrics:
+        # a row stored before tasks declared their metrics (or pushed by an older client) learns them
+        # from the first run that knows them; a declaration once stored is not rewritten
+        row.metrics = dict(fields["metrics"])
+        session.flush()
     return row
 
 

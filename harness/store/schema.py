@@ -54,6 +54,9 @@ class TaskRow(Base):
     description: Mapped[str] = mapped_column(Text, default="")
     modalities: Mapped[list[Any]] = mapped_column(JSON, default=list)
     primary_metric: Mapped[str] = mapped_column(String(100), default="accuracy")
+    # the task's declared metrics: name -> {direction, scale, display} (MetricInfo.to_dict); the
+    # leaderboard ranks by these and never guesses a direction from a metric's name
+    metrics: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
 
 
