@@ -69,8 +69,8 @@ def eval_cmd(
     judge: Annotated[str | None, typer.Option(help="Judge model spec for LLM-graded tasks")] = None,
     judge_opt: Annotated[list[str] | None, typer.Option("-J", help="Judge setting key=value (e.g. base_url)")] = None,
     limit: Annotated[int | None, typer.Option(help="Evaluate only the first N samples")] = None,
-    seed: Annotated[int, typer.Option(help="Seed for sampling and bootstrap")] = 0,
-    epochs: Annotated[int, typer.Option(help="Repeat each sample N times")] = 1,
+    seed: Annotated[int | None, typer.Option(help="Seed for sampling and bootstrap (default 0)")] = None,
+    epochs: Annotated[int | None, typer.Option(help="Repeat each sample N times (default 1)")] = None,
     samples: Annotated[str | None, typer.Option(help="Comma-separated sample ids")] = None,
     concurrency: Annotated[int | None, typer.Option(help="Calls in flight (default: the model's)")] = None,
     dp: Annotated[int | None, typer.Option("--dp", help="Data-parallel replicas (vLLM: Ray actors); = -M dp=N")] = None,
@@ -86,27 +86,41 @@ def eval_cmd(
     from harness.errors import UserError
     from harness.runner import EvalConfig, Runner
 
-    if epochs < 1:
+    if epochs is not None and epochs < 1:
         fail("--epochs must be at least 1")
     if limit is not None and limit < 0:
         fail("--limit must be >= 0")
+    if concurrency is not None and concurrency < 1:
+        fail("--concurrency must be at least 1")
     sessions = _sessions(db)
+    task_options, model_settings = parse_kv(task_opt, "-T"), parse_kv(model_opt, "-M")
+    judge_settings = parse_kv(judge_opt, "-J")
+    if dp is not None:
+        model_settings["dp"] = dp
     if resume:
+        # a resumed run is the stored run: anything that would change what it measures is refused,
+        # not silently dropped (how much to run -- --limit, --samples, --concurrency -- may change)
+        changed = [flag for flag, given in (("--task", task), ("--model", model), ("-T", task_options),
+                                            ("-M", model_settings), ("--judge", judge), ("-J", judge_settings),
+                                            ("--seed", seed), ("--epochs", epochs)) if given]
+        if changed:
+            fail(f"--resume runs the stored settings; {', '.join(changed)} would change run {resume!r}'s identity "
+                 "(start a new run instead, e.g. with --run-name)")
         stored = _get_run(sessions, resume)
         c = stored.config
-        task, model, judge, seed, epochs = c["task"], c["model"], c.get("judge"), c.get("seed", 0), c.get("epochs", 1)
-        task_opt = [f"{k}={v!r}" for k, v in (c.get("task_options") or {}).items()]
-        model_opt = [f"{k}={v!r}" for k, v in (c.get("model_settings") or {}).items()]
-        judge_opt = [f"{k}={v!r}" for k, v in (c.get("judge_settings") or {}).items()]
-        limit = limit if limit is not None else c.get("limit")
+        task, model, judge = c["task"], c["model"], c.get("judge")
+        seed, epochs = c.get("seed", 0), c.get("epochs", 1)
+        task_options, model_settings = dict(c.get("task_options") or {}), dict(c.get("model_settings") or {})
+        judge_settings = dict(c.get("judge_settings") or {})
+        if limit is None:  # what the last invocation chose
+            limit = ((c.get("invocations") or [{}])[-1]).get("limit", c.get("limit"))
         resume = stored.name
     if not task or not model:
         fail("--task and --model are required (or --resume RUN)")
-    if dp is not None:
-        model_opt = [*(model_opt or []), f"dp={dp}"]
     cfg = EvalConfig(
-        task=task, model=model, task_options=parse_kv(task_opt, "-T"), model_settings=parse_kv(model_opt, "-M"),
-        judge=judge, judge_settings=parse_kv(judge_opt, "-J"), limit=limit, seed=seed, epochs=epochs,
+        task=task, model=model, task_options=task_options, model_settings=model_settings,
+        judge=judge, judge_settings=judge_settings, limit=limit, seed=0 if seed is None else seed,
+        epochs=1 if epochs is None else epochs,
         sample_ids=[s.strip() for s in samples.split(",") if s.strip()] if samples else None,
         concurrency=concurrency, use_cache=not no_cache, run_name=resume or run_name, db_url=db,
         progress=not no_progress,
@@ -241,6 +255,12 @@ def show_cmd(run: str, db: DbOpt = None) -> None:
     con.print(f"model={row.config.get('model')} task={row.config.get('task')} v{row.config.get('task_version')} "
               f"hash={str(row.config.get('task_hash'))[:12]} harness={row.harness_version} "
               f"git={row.git_revision[:10]}")
+    # what is stored, then every invocation that added to it (not the first one's --limit alone)
+    con.print(f"samples stored: {row.n_done}")
+    for i, inv in enumerate(row.config.get("invocations") or [], 1):
+        limit = "all" if inv.get("limit") is None else inv["limit"]
+        con.print(f"  invocation {i}: {inv.get('at', '')} limit={limit} planned={inv.get('n_planned')} "
+                  f"cache={'on' if inv.get('use_cache', True) else 'off'}")
     _print_metrics(con, sessions, row.id)
 
 

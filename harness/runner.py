@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 import harness
@@ -247,6 +248,28 @@ class Runner:
         return self._client(judge, self.cfg.judge_settings, role="judge", seed=None, label=spec), spec
 
     def open_run(self, model: Model, judge_spec: str | None, n_planned: int) -> RunRow:
+        """The run row, created or joined. Two processes starting the same run at once both end in
+        the one row: an insert that loses the race (a UNIQUE violation) is retried as a join."""
+        from sqlalchemy.exc import IntegrityError
+
+        for attempt in range(3):
+            try:
+                return self._open_run_once(model, judge_spec, n_planned)
+            except IntegrityError:
+                if attempt == 2:
+                    raise
+                time.sleep(0.05 * (attempt + 1))
+        raise AssertionError("unreachable")
+
+    def _invocation(self, n_planned: int) -> dict[str, Any]:
+        """What this invocation chose (how much, not what): a run's config keeps every one, so a run
+        continued without --limit does not show the first invocation's limit as its own."""
+        return {"at": utcnow().isoformat(timespec="seconds"), "limit": self.cfg.limit, "n_planned": n_planned,
+                "samples": len(self.cfg.sample_ids) if self.cfg.sample_ids else None,
+                "concurrency": self.cfg.concurrency, "use_cache": self.cfg.use_cache,
+                "harness_version": harness.__version__}
+
+    def _open_run_once(self, model: Model, judge_spec: str | None, n_planned: int) -> RunRow:
         identity = self.cfg.identity(self.task)
         config_hash = stable_hash(identity)
         name = self.cfg.run_name or f"{self.task.name}__{_slug(self.cfg.model)}__{config_hash[:8]}"
@@ -259,6 +282,9 @@ class Runner:
                     )
                 run.status = "running"
                 run.n_samples = max(run.n_samples, n_planned)
+                config = dict(run.config or {})
+                config["invocations"] = [*config.get("invocations", []), self._invocation(n_planned)]
+                run.config = config  # a new object: JSON columns track assignment, not mutation
                 return run
             task_row = ops.get_or_create_task(
                 s, name=self.task.name, version=self.task.version, content_hash=self.task.content_hash,
@@ -269,7 +295,8 @@ class Runner:
             backend = self.cfg.model.split(":", 1)[0].split("(", 1)[0]
             model_row = ops.get_or_create_model(s, model.spec, backend=backend, display_name=self.cfg.model,
                                                 info={"modalities": sorted(model.modalities)})
-            full_config = {**identity, **{k: v for k, v in asdict(self.cfg).items() if k != "db_url"}}
+            full_config = {**identity, **{k: v for k, v in asdict(self.cfg).items() if k != "db_url"},
+                           "invocations": [self._invocation(n_planned)]}
             run = RunRow(
                 name=name, task_id=task_row.id, model_id=model_row.id, judge_spec=judge_spec,
                 config=full_config, config_hash=config_hash, harness_version=harness.__version__,
@@ -559,6 +586,9 @@ class Runner:
 
     def finalize(self, run_id: int, status: str) -> list[Metric]:
         with self.sessions.begin() as s:
+            # one finaliser at a time per run (two processes on one run both finalise): the row lock
+            # serialises their delete-and-insert of the metric rows (SQLite serialises writers anyway)
+            s.execute(select(RunRow.id).where(RunRow.id == run_id).with_for_update())
             records = ops.load_records(s, run_id)
             if status == "finished" and records and all(r.error is not None for r in records):
                 status = "failed"  # nothing was measured: every stored sample is an error

@@ -292,8 +292,10 @@ def runs_view(sessions: sessionmaker[Session], page: int = 1, per_page: int = 50
                               "params": {"task": task, "per_page": per_page}}, {"runs": table})
 
 
+# a run's identity, then every invocation that added samples to it (--limit etc. choose how much, per
+# invocation: the first one's limit is not the run's)
 CONFIG_KEYS = ("task", "task_version", "task_hash", "task_options", "model", "model_settings", "judge", "seed",
-               "epochs", "limit")
+               "epochs", "invocations")
 
 
 def run_view(sessions: sessionmaker[Session], run_id: int, media_roots: list[Path], *, page: int = 1,

@@ -92,3 +92,41 @@ def test_an_unknown_builtin_model_is_one_line(sqlite_url: str) -> None:
     done = subprocess.run([sys.executable, "-m", "harness.cli", "eval", "-t", "gsm8k", "-m", "builtin:nope",
                            "--limit", "2", "--db", sqlite_url], capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and "unknown builtin model 'nope'" in done.stderr and "Traceback" not in done.stderr
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True, text=True, timeout=120,
+                          env={**__import__("os").environ, "COLUMNS": "200"})
+
+
+def test_a_continued_run_keeps_every_invocation_and_resume_refuses_new_settings(sqlite_url: str) -> None:
+    first = _cli("eval", "-t", "gsm8k", "-m", "builtin:number", "--limit", "5", "--db", sqlite_url,
+                 "--run-name", "grow", "--no-progress")
+    assert first.returncode == 0, first.stderr
+    more = _cli("eval", "-t", "gsm8k", "-m", "builtin:number", "--limit", "12", "--db", sqlite_url,
+                "--run-name", "grow", "--no-progress")
+    assert more.returncode == 0, more.stderr
+    shown = _cli("show", "grow", "--db", sqlite_url)
+    assert "samples stored: 12" in shown.stdout
+    assert "invocation 1:" in shown.stdout and "limit=5" in shown.stdout and "limit=12" in shown.stdout
+    refused = _cli("eval", "--resume", "grow", "-M", "temperature=0.7", "--db", sqlite_url)
+    assert refused.returncode == 2 and "-M" in refused.stderr and "identity" in refused.stderr
+    # resuming with only --limit is how-much, not what: allowed
+    resumed = _cli("eval", "--resume", "grow", "--limit", "14", "--db", sqlite_url, "--no-progress")
+    assert resumed.returncode == 0 and "2 new, 12 already done" in resumed.stdout
+
+
+def test_two_identical_evals_started_together_share_one_run(db_url: str, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Both processes open a brand-new database and the same run at once: neither dies, and every
+    sample is stored exactly once."""
+    args = [sys.executable, "-m", "harness.cli", "eval", "-t", "gsm8k", "-m", "builtin:number", "-M", "delay=0.05",
+            "-M", "batch_size=4", "--limit", "40", "--db", db_url, "--no-progress"]
+    procs = [subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    results = [p.communicate(timeout=180) for p in procs]
+    for p, (_, err) in zip(procs, results, strict=True):
+        assert p.returncode == 0, err
+    sessions = open_db(db_url)
+    with sessions() as s:
+        assert s.scalar(select(__import__("sqlalchemy").func.count()).select_from(RunRow)) == 1
+        ids = s.scalars(select(SampleResultRow.sample_id)).all()
+    assert len(ids) == 40 and len(set(ids)) == 40

@@ -9,6 +9,8 @@ run never writes into a schema it does not understand.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from sqlalchemy import Engine, create_engine, event, inspect, text
@@ -106,24 +108,57 @@ def load_all_schemas() -> None:
 def create_fresh(engine: Engine) -> None:
     """Create an empty database at head without importing Alembic (~0.3 s of start-up saved).
 
-    Equivalent to ``upgrade(engine)`` on an empty database: a test compares the two schemas.
+    Equivalent to ``upgrade(engine)`` on an empty database: a test compares the two schemas. Safe
+    when several processes open the same new database at once: creation happens under a lock
+    (PostgreSQL: an advisory lock; SQLite: a lock file beside the database) and whoever comes second
+    finds the stamp and does nothing.
     """
     from harness.store.schema import Base
 
     load_all_schemas()
-    with engine.begin() as conn:
+    with _creation_lock(engine), engine.begin() as conn:
+        if engine.dialect.name == "postgresql":
+            conn.execute(text("SELECT pg_advisory_xact_lock(7412019)"))  # held until this transaction ends
+        if inspect(conn).has_table("alembic_version"):
+            return  # created by another process while we waited
         Base.metadata.create_all(conn)
         conn.execute(text("CREATE TABLE alembic_version (version_num VARCHAR(32) NOT NULL PRIMARY KEY)"))
         conn.execute(text("INSERT INTO alembic_version (version_num) VALUES (:v)"), {"v": head_revision()})
 
 
+@contextmanager
+def _creation_lock(engine: Engine) -> Iterator[None]:
+    """An exclusive file lock beside a SQLite database file (its DDL is not transactional, so two
+    creators would interleave); nothing for other engines or in-memory databases."""
+    db = engine.url.database if engine.dialect.name == "sqlite" else None
+    if not db or db == ":memory:":
+        yield
+        return
+    import fcntl
+
+    with open(f"{db}.create-lock", "a+") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def open_db(url: str | None = None, *, auto_create: bool = True) -> sessionmaker[Session]:
     """Engine + session factory for a database that is at the head revision."""
     engine = make_engine(url)
-    rev = current_revision(engine)
+    try:
+        rev = current_revision(engine)
+    except DatabaseError:
+        # "tables but no stamp": another process may be creating this database right now
+        if not auto_create:
+            raise
+        with _creation_lock(engine):
+            rev = current_revision(engine)
     if rev is None and auto_create:
         create_fresh(engine)
-    elif rev != head_revision():
+        rev = current_revision(engine)
+    if rev != head_revision():
         raise DatabaseError(
             f"database {engine.url!r} is at revision {rev}, this harness needs {head_revision()}: "
             "run `harness db upgrade`"
