@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import hashlib
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import func, select
@@ -43,6 +43,12 @@ class _In(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class MetricInfoIn(_In):
+    direction: Literal["higher", "lower"] | None = None
+    scale: Literal["fraction", "percent", "raw"] = "raw"
+    display: str = Field(default="", max_length=200)
+
+
 class TaskIn(_In):
     name: str = Field(min_length=1, max_length=200)
     version: str = Field(max_length=50)
@@ -51,6 +57,8 @@ class TaskIn(_In):
     description: str = ""
     modalities: list[str] = []
     primary_metric: str = Field(default="accuracy", max_length=100)
+    # the task's metric declarations (direction, scale, display): ranking follows them
+    metrics: dict[Annotated[str, Field(max_length=200)], MetricInfoIn] = Field(default={}, max_length=200)
 
 
 class ModelIn(_In):

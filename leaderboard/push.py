@@ -44,7 +44,7 @@ def run_header(s: Session, run: RunRow) -> dict[str, Any]:
     return {
         "format": FORMAT,
         "task": _row(task, ["name", "version", "content_hash", "family", "description", "modalities",
-                            "primary_metric"]),
+                            "primary_metric", "metrics"]),
         "model": _row(model, ["spec", "backend", "display_name", "info"]),
         "run": _row(run, ["name", "judge_spec", "config", "config_hash", "harness_version", "git_revision", "status",
                           "n_samples", "created_at", "started_at", "finished_at"]),
