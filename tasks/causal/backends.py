@@ -1,0 +1,135 @@
+"""Bounding backends for ``causal_bounds`` (each request carries its own data, so there is no fit step).
+
+- ``pncm``: the P-NCM. From the request's PAG, the class of causal diagrams with that PAG is
+  enumerated and checked with causal-learn's dag2pag (graphs.py); one NCM per maximal member is
+  fitted to the observed distribution and pushed to the query's minimum and maximum (ncm.py); the
+  bounds are the union over members that fit the data.
+- ``ncm:known_graph``: the same NCM on the true diagram (the oracle that knows the graph).
+- ``bounds:lp``: the sharp response-function LP bounds on the observed distribution (``-M
+  information=pag`` (default): union over the PAG's maximal members; ``known_graph``: the true
+  diagram); ``bounds:manski``: the no-assumption bounds.
+
+NCM settings (``-M``): ``iters`` (1000), ``lr`` (4e-3), ``width`` (16), ``latent_dim`` (4),
+``latent_points`` (32), ``lam_start`` (1), ``lam_end`` (1e-3), ``anneal`` (0.6), ``restarts`` (2 per
+sense), ``kl_tol`` (5e-4), ``seed`` (0). The reply's ``prediction``: ``lower``, ``upper``,
+``information`` (pag | known_graph),
+``diagrams`` (members used), ``trained`` (NCMs trained), ``kl`` (worst kept fit), ``seconds``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from harness.registry import model
+from harness.tasks.causal.settings import check_settings
+from harness.types import Output, Request, Usage
+
+_LP_TOL_SAMPLE = 0.02  # a member is kept if its least L1 violation is within this of the best member's
+
+
+def _ncm_keys() -> list[str]:
+    from harness.tasks.causal.ncm import NCMConfig
+
+    return [f.name for f in fields(NCMConfig)] + ["kl_tol"]
+
+
+@dataclass
+class BoundsModel:
+    kind: str  # pncm | ncm_known | lp | manski
+    settings: dict[str, Any] = field(default_factory=dict)
+    spec: str = ""
+    batch_size: int = 1
+    concurrency: int = 1
+    cacheable: bool = True  # deterministic given the request and settings
+    modalities: frozenset[str] = frozenset({"text"})
+
+    def _ncm_config(self) -> Any:
+        from harness.tasks.causal.ncm import NCMConfig
+
+        kw: dict[str, Any] = {}
+        for f in fields(NCMConfig):
+            if f.name in self.settings:
+                kw[f.name] = type(f.default)(self.settings[f.name])
+        return NCMConfig(**kw)
+
+    def answer(self, request: Request) -> dict[str, Any]:
+        from harness.tasks.causal.graphs import check_pag, maximal
+        from harness.tasks.causal.problem import problem_of
+        from harness.tasks.causal.scm import manski
+
+        t0 = time.perf_counter()
+        prob = problem_of(request.messages)
+        p = prob.p()
+        info = "known_graph" if self.kind == "ncm_known" or self.settings.get("information") == "known_graph" \
+            else "pag"
+        if self.kind == "manski":
+            lo, hi = manski(p, prob.names, prob.query, prob.x, prob.y)
+            return {"lower": lo, "upper": hi, "information": "none", "seconds": time.perf_counter() - t0}
+        members = (prob.diagram(),) if info == "known_graph" else maximal(check_pag(prob.pag()))
+        out: dict[str, Any] = {"information": info, "diagrams": len(members)}
+        if self.kind == "lp":
+            from harness.tasks.causal.lp import class_bounds
+
+            tol = 1e-7 if prob.n == 0 else _LP_TOL_SAMPLE
+            b, _ = class_bounds(members, p, prob.query, tol=tol)
+            out |= {"lower": b.lower, "upper": b.upper, "violation": b.violation}
+        else:
+            import torch
+
+            from harness.tasks.causal.ncm import ncm_bounds
+
+            torch.set_num_threads(1)  # tiny networks: threads cost more than they give
+            res = ncm_bounds(members, p, prob.query, self._ncm_config(),
+                             kl_tol=float(self.settings.get("kl_tol", 5e-4)))
+            out |= {"lower": res.lower, "upper": res.upper, "diagrams": res.diagrams, "trained": res.trained,
+                    "kl": res.kl, "poor_fit": res.poor_fit}
+        out["seconds"] = time.perf_counter() - t0
+        return out
+
+    async def generate(self, requests: Sequence[Request]) -> list[Output]:
+        outs = []
+        for r in requests:
+            t0 = time.perf_counter()
+            try:
+                pred = self.answer(r)
+            except ValueError as exc:  # a malformed problem or a string that is not a PAG
+                outs.append(Output(error=str(exc)))
+                continue
+            outs.append(Output(text=f"[{pred['lower']:.4f}, {pred['upper']:.4f}]", prediction=pred,
+                               usage=Usage(calls=1, seconds=time.perf_counter() - t0)))
+        return outs
+
+
+def _spec(name: str, settings: dict[str, Any]) -> str:
+    shown = "&".join(f"{k}={v}" for k, v in sorted(settings.items()))
+    return name + (f"?{shown}" if shown else "")
+
+
+@model("pncm", description="P-NCM: NCMs over the PAG's causal diagrams, min/max of the query (bounds under a PAG)")
+def pncm_backend(path: str | None, **settings: Any) -> BoundsModel:
+    if path not in (None, "", "default"):
+        raise ValueError(f"pncm takes no variant (got {path!r}); write pncm")
+    check_settings("pncm", settings, _ncm_keys())
+    return BoundsModel("pncm", dict(settings), _spec("pncm", settings))
+
+
+@model("ncm", description="NCM on the true causal diagram (oracle): ncm:known_graph")
+def ncm_backend(path: str | None, **settings: Any) -> BoundsModel:
+    if path != "known_graph":
+        raise ValueError(f"unknown ncm variant {path!r}; write ncm:known_graph (the PAG-constrained class is pncm)")
+    check_settings("ncm", settings, _ncm_keys())
+    return BoundsModel("ncm_known", dict(settings), _spec("ncm:known_graph", settings))
+
+
+@model("bounds", description="Closed-form bounds: bounds:lp (sharp response-function LP; -M information=pag|"
+       "known_graph), bounds:manski (no assumptions)")
+def bounds_backend(path: str | None, **settings: Any) -> BoundsModel:
+    if path not in ("lp", "manski"):
+        raise ValueError(f"unknown bounds variant {path!r}; choose lp or manski")
+    check_settings(f"bounds:{path}", settings, ["information"] if path == "lp" else [])
+    if settings.get("information", "pag") not in ("pag", "known_graph"):
+        raise ValueError(f"unknown information {settings['information']!r}; choose pag or known_graph")
+    return BoundsModel(path, dict(settings), _spec(f"bounds:{path}", settings))
