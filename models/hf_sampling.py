@@ -40,7 +40,7 @@ class RowSelector:
         import torch
 
         if self._generators is None:
-            gens = []
+            gens: list[Any] = []  # a torch.Generator per sampled row, None for greedy rows
             for row in self.rows:
                 if row.temperature > 0:
                     g = torch.Generator(device=device)

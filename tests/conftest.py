@@ -7,12 +7,25 @@ server is a failure, not a skip (tests/requirements.py reads CI).
 
 from __future__ import annotations
 
+import importlib.machinery
+import importlib.util
 import os
+import sys
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from requirements import missing, require_that
+
+# `from tests.tiny_models import ...` must mean this folder. It has no __init__.py (the tests import
+# their helpers as top-level modules), so a regular `tests` package that some PyPI distribution
+# ships into site-packages (opensimplex does) would win over it: bind the name to this folder first.
+_tests = sys.modules.get("tests")
+if _tests is None or list(getattr(_tests, "__path__", [])) != [str(Path(__file__).resolve().parent)]:
+    _spec = importlib.machinery.ModuleSpec("tests", None, is_package=True)
+    _spec.submodule_search_locations = [str(Path(__file__).resolve().parent)]
+    sys.modules["tests"] = importlib.util.module_from_spec(_spec)
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

@@ -203,7 +203,7 @@ class Episode:
         for (_, items), outs in zip(groups, results, strict=True):
             for (i, _), out in zip(items, outs, strict=True):
                 texts[i] = out
-        result = []
+        result: list[Candidate] = []
         for i in range(n):
             out = texts[i]
             if out.error:
