@@ -6,7 +6,6 @@ import sys
 from pathlib import Path
 from typing import Annotated, Any
 
-import click
 import typer
 from typer.core import TyperGroup
 
@@ -32,10 +31,11 @@ class _PluginGroup(TyperGroup):
             found.setdefault(ep.name, ep.value)
         return {name: target for name, target in found.items() if name not in self.commands}
 
-    def list_commands(self, ctx: click.Context) -> list[str]:
+    # typer vendors its own click: its Context/Command types are typer's (Any here, not the click package)
+    def list_commands(self, ctx: Any) -> list[str]:
         return [*super().list_commands(ctx), *sorted(self._plugins())]
 
-    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
         if cmd_name not in self.commands:
             target = self._plugins().get(cmd_name)
             if target is not None:

@@ -136,7 +136,7 @@ def _slug(text: str) -> str:
 def build_task(name: str, options: dict[str, Any]) -> Task:
     entry = lookup("task", name)
     try:
-        task = entry.factory(**options)
+        task: Task = entry.factory(**options)
     except UserError:
         raise
     except TypeError as exc:
@@ -391,8 +391,8 @@ class Runner:
     async def _score(self, item: _Item, output: Output, ctx: ScoreContext) -> Score:
         result = self.task.score(item.sample, output, ctx)
         if inspect.isawaitable(result):
-            result = await result
-        return result  # type: ignore[return-value]
+            return await result
+        return result
 
     async def _score_all(self, items: list[_Item], ctx: ScoreContext) -> dict[int, tuple[Score | None, str]]:
         """Score a chunk. Async scorers (judges) run concurrently, up to SCORE_CONCURRENCY samples
@@ -442,7 +442,7 @@ class Runner:
             t0 = time.perf_counter()
             try:
                 # send, not call: a failed batch is recorded per sample with the exception's kind below
-                outputs = await client.send([i.request for i in todo])  # type: ignore[misc]
+                outputs = await client.send([i.request for i in todo if i.request is not None])
             except Exception as exc:
                 msg = f"{type(exc).__name__}: {exc}"
                 for item in todo:
@@ -450,18 +450,21 @@ class Runner:
                 ready = [i for i in ready if i.output is not None]
                 outputs = []
             elapsed = time.perf_counter() - t0
-            for item, out in zip(todo, outputs, strict=False):
-                if not out.usage.seconds:
-                    out.usage.seconds = elapsed / len(todo)
-                item.output = out
+            for item, fresh in zip(todo, outputs, strict=False):
+                if not fresh.usage.seconds:
+                    fresh.usage.seconds = elapsed / len(todo)
+                item.output = fresh
             if use_cache:
-                client.remember([(item.cache_key, out) for item, out in zip(todo, outputs, strict=False)])
+                client.remember([(item.cache_key, reply) for item, reply in zip(todo, outputs, strict=False)])
         scored = await self._score_all([i for i in ready if i.output is not None and i.output.error is None], ctx)
         for item in ready:
             out = item.output
             assert out is not None
             if out.error is not None:
-                self._record(self._row(item, run_id, out, None, out.error, "model"))
+                # the backend's own kind (rate_limit, server, timeout, connection, bad_response) when
+                # it says, else the generic "model"
+                kind = out.details.get("error_kind") if isinstance(out.details, dict) else None
+                self._record(self._row(item, run_id, out, None, out.error, str(kind or "model")))
                 continue
             score, err = scored[id(item)]
             if score is None:
@@ -632,7 +635,7 @@ class _Progress:
             self.bar.__enter__()
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, *exc: Any) -> None:
         if self.bar:
             self.bar.__exit__(*exc)
 

@@ -63,7 +63,8 @@ def register(app: typer.Typer) -> None:
                         proxy_headers=False)  # the app reads X-Forwarded-For from $HARNESS_TRUSTED_PROXIES only
             return
         try:
-            web = create_app(db, write_token=os.environ.get(write_token_env) or None, media_roots=roots)
+            media: list[str | Path] | None = list(roots) if roots is not None else None
+            web = create_app(db, write_token=os.environ.get(write_token_env) or None, media_roots=media)
         except DatabaseError as exc:
             _fail(str(exc))
         typer.echo(f"leaderboard on http://{host}:{port} (database {web.state.sessions.kw['bind'].url!r})", err=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from sqlalchemy import Table, delete, func, select, update
+from sqlalchemy import delete, func, select, update
 from sqlalchemy.orm import Session
 
 from harness.store.schema import (
@@ -26,20 +26,28 @@ from harness.task import SampleRecord
 from harness.types import Metric
 
 
-def insert_ignore(session: Session, table: Table, rows: Sequence[dict[str, Any]], keys: list[str]) -> None:
+def insert_ignore(session: Session, table: Any, rows: Sequence[dict[str, Any]], keys: list[str]) -> None:
     if not rows:
         return
     dialect = session.get_bind().dialect.name
     if dialect == "sqlite":
-        from sqlalchemy.dialects.sqlite import insert
+        from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+        session.execute(sqlite_insert(table).on_conflict_do_nothing(index_elements=keys), list(rows))
     elif dialect == "postgresql":
-        from sqlalchemy.dialects.postgresql import insert
+        from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+        session.execute(pg_insert(table).on_conflict_do_nothing(index_elements=keys), list(rows))
     else:  # pragma: no cover - other engines: plain insert, the unique constraint still guards
-        from sqlalchemy import insert  # type: ignore[assignment]
+        from sqlalchemy import insert
 
         session.execute(insert(table), list(rows))
-        return
-    session.execute(insert(table).on_conflict_do_nothing(index_elements=keys), list(rows))
+
+
+def insert_statement(entity: Any) -> Any:
+    from sqlalchemy import insert
+
+    return insert(entity)
 
 
 def get_or_create_task(session: Session, **fields: Any) -> TaskRow:
@@ -118,7 +126,7 @@ def cache_put(session: Session, entries: Sequence[dict[str, Any]]) -> None:
 
 def write_judgements(session: Session, rows: Sequence[dict[str, Any]]) -> None:
     if rows:
-        session.execute(JudgementRow.__table__.insert(), list(rows))
+        session.execute(insert_statement(JudgementRow), list(rows))
 
 
 def replace_metrics(session: Session, run_id: int, metrics: Iterable[Metric]) -> None:
@@ -137,7 +145,7 @@ def replace_metrics(session: Session, run_id: int, metrics: Iterable[Metric]) ->
         for m in metrics
     ]
     if rows:
-        session.execute(MetricRow.__table__.insert(), rows)
+        session.execute(insert_statement(MetricRow), rows)
 
 
 def load_records(session: Session, run_id: int) -> list[SampleRecord]:
