@@ -7,27 +7,43 @@ Hartigan's move rule: a point x in cluster i (n_i > 1) moves to cluster j when
 and the left/right difference is exactly the drop of the k-means objective (sum of squared
 distances to cluster means) that the single move causes. Moves keep the objective from increasing.
 
-Batched Hartigan (the seed paper's idea; its exact safety test is not public, so the test below is
-our reconstruction, marked [inferred] in ../shared/notes/training-methods.md (c)): each iteration
-scores every point's best Hartigan move against the current centroids in one vectorised pass, then
-keeps as *parallel-safe* the moves that stay improving however the other candidate moves change the
-clusters they touch. For a candidate set M, each cluster c can drift by at most
+Batched Hartigan (the seed paper's idea; its exact safety test is not public, so the tests below are
+our reconstruction, marked [inferred] in the methods README): each iteration scores every point's
+best Hartigan move against the current centroids, then applies the candidate moves in two phases.
 
-    delta_c = sum_{moves of M into or out of c} |x - c_c|  /  (n_c - out_c)
+1. Parallel-safe moves, applied all at once. A move is *parallel-safe* when it stays improving
+   whatever subset of the *other* candidate moves has been applied before it. Applying a subset
+   A (joins) and R (leaves) to cluster c moves its mean to c + T / n', with
 
-(the mean after adding set A and removing set R is c + (sum_A (x-c) - sum_R (x-c)) / n', and
-n' >= n_c - out_c), and its size stays within [n_c - out_c, n_c + in_c]. A move i -> j is safe when,
-by the triangle inequality, its worst-case gain is still positive:
+       T = sum_A (x - c) - sum_R (x - c),   n' = n_c + |A| - |R|,
 
-    hi_i/(hi_i - 1) * max(|x-c_i| - delta_i, 0)^2  >  hi_j/(hi_j + 1) * (|x-c_j| + delta_j)^2
+   and, per coordinate f, every subset sum T_f lies in [-N_f, P_f] where P_f (N_f) sums the positive
+   (negative) parts of the candidates' signed offsets +-(x - c)_f, the move's own offset left out
+   (it is not applied before itself). For the move's own offset u = x - c that gives
 
-(n/(n-1) falls and n/(n+1) rises with n, so the largest sizes hi_c = n_c + in_c are the worst case),
-and the source cluster cannot empty (n_i - out_i >= 1). Then applying the safe moves one by one in
-any order improves the objective at every step, and the final partition (hence objective) does not
-depend on the order, so applying them all at once in parallel never increases the objective. The
-unsafe rest is re-checked and applied sequentially, exactly, against the updated centroids (at most
-``seq_cap`` per iteration, largest gains first; the remainder is re-scored next iteration). The loop
-stops when no point has an improving move: a Hartigan local optimum, like the sequential method.
+       u . T <= L = sum_f max(u_f P_f, -u_f N_f)      and  |T| <= sqrt(sum_f max(P_f, N_f)^2) = T_max,
+
+   so |x - c_i'|^2 >= max(|u_i|^2 - 2 L_i / lo_i, (|u_i| - T_max,i / lo_i)_+^2) for the source and
+   |x - c_j'|^2 <= |u_j|^2 + 2 L_j / lo_j + (T_max,j / lo_j)^2 (L_j with the signs flipped) for the
+   target, lo the smallest size the cluster can have before the move. n/(n-1) falls and n/(n+1)
+   rises with n, so the largest possible sizes are the weights' worst case. The move is safe when
+   the worst-case remove value still beats the worst-case add value by more than the rounding floor
+   and the source cannot empty. Then applying the safe moves one by one in *any* order improves the
+   objective at every step (each intermediate state is a subset of the candidates), so applying
+   them all at once in parallel is a sequence of Hartigan moves. The directional term L is what
+   makes this much tighter than the plain triangle inequality: moves that leave i for j shift c_i
+   away from j and c_j towards i, which helps every other i -> j move, and L counts only the
+   components that can hurt.
+2. The rest, in order of decreasing gain, as *sequential* Hartigan moves, vectorised: with the
+   moves' offsets grouped by cluster, a cumulative sum gives every move the exact centroids and
+   sizes its two clusters have after all earlier accepted moves, so its exact gain in that state
+   is one O(d) computation. Moves whose exact gain is not above the floor are dropped and the
+   gains of the survivors recomputed (dropping a move changes later states) until every survivor
+   improves in its exact state, or, after a few rounds, the prefix before the first failure is
+   kept. The result is exactly a run of the sequential method over the accepted moves.
+
+The loop stops when no point has an improving move: a Hartigan local optimum, like the
+sequential method. Scoring is incremental (Hamerly-style bounds, see ``_update_bounds``).
 """
 
 from __future__ import annotations
@@ -40,6 +56,10 @@ import numpy as np
 
 # moves whose exact gain is below this fraction of the mean squared distance are rounding noise
 _REL_TOL = 1e-12
+# rows of points scored against all centres per block: keeps the n x k block in cache
+_CHUNK = 4096
+# rounds of the sequential phase's drop-and-recheck before falling back to the verified prefix
+_VERIFY_ROUNDS = 12
 
 
 @dataclass
@@ -61,13 +81,22 @@ def objective(X: np.ndarray, labels: np.ndarray, k: int) -> float:
     counts = np.bincount(labels, minlength=k).astype(np.float64)
     sums = _cluster_sums(X, labels, k)
     centers = sums / np.maximum(counts, 1)[:, None]
-    diff = X - centers[labels]
-    return float(np.einsum("ij,ij->", diff, diff))
+    total = 0.0
+    for s in range(0, X.shape[0], 8 * _CHUNK):  # blocks: no n x d temporary
+        diff = (X[s:s + 8 * _CHUNK] - centers[labels[s:s + 8 * _CHUNK]]).ravel()
+        total += float(diff @ diff)
+    return total
 
 
-def _cluster_sums(X: np.ndarray, labels: np.ndarray, k: int) -> np.ndarray:
-    # per-column bincount: np.add.at is an order of magnitude slower on large arrays
-    return np.stack([np.bincount(labels, weights=X[:, f], minlength=k) for f in range(X.shape[1])], axis=1)
+def _cluster_sums(X: np.ndarray, labels: np.ndarray, k: int, weights: np.ndarray | None = None) -> np.ndarray:
+    """Per-cluster (weighted) sums of the rows of X, as one sparse (k x n) @ X product (np.add.at is
+    an order of magnitude slower, a bincount per column about as fast but d Python calls)."""
+    from scipy.sparse import csr_matrix
+
+    n = labels.shape[0]
+    w = np.ones(n) if weights is None else weights
+    onehot = csr_matrix((w, (labels, np.arange(n))), shape=(k, n))
+    return np.asarray(onehot @ X)
 
 
 def _sq_dists(X: np.ndarray, x_sq: np.ndarray, C: np.ndarray) -> np.ndarray:
@@ -81,7 +110,10 @@ def _sq_dists(X: np.ndarray, x_sq: np.ndarray, C: np.ndarray) -> np.ndarray:
 
 def assign_nearest(X: np.ndarray, centers: np.ndarray) -> np.ndarray:
     x_sq = np.einsum("ij,ij->i", X, X)
-    return np.argmin(_sq_dists(X, x_sq, centers), axis=1)
+    out = np.empty(X.shape[0], dtype=np.int64)
+    for s in range(0, X.shape[0], _CHUNK):
+        out[s:s + _CHUNK] = np.argmin(_sq_dists(X[s:s + _CHUNK], x_sq[s:s + _CHUNK], centers), axis=1)
+    return out
 
 
 def _initial_partition(X: np.ndarray, init: np.ndarray) -> np.ndarray:
@@ -100,7 +132,7 @@ def _initial_partition(X: np.ndarray, init: np.ndarray) -> np.ndarray:
 def _sequential_move(x: np.ndarray, i: int, C: np.ndarray, counts: np.ndarray, sums: np.ndarray,
                      floor: float) -> int:
     """Re-score x's best Hartigan move exactly against the current state and apply it; returns the
-    target cluster or -1 when no move improves."""
+    target cluster or -1 when no move improves (the classical method's inner step)."""
     n_i = counts[i]
     if n_i <= 1:
         return -1
@@ -121,175 +153,274 @@ def _sequential_move(x: np.ndarray, i: int, C: np.ndarray, counts: np.ndarray, s
     return j
 
 
-def _drift_bound(X: np.ndarray, C: np.ndarray, src: np.ndarray, dst: np.ndarray, k: int) -> np.ndarray:
-    """Per cluster, an upper bound on |sum over any subset of its moves of +-(x - c)|.
-
-    Per coordinate f, a subset sum of the signed offsets lies between minus the sum of the negative
-    parts and the sum of the positive parts, so |sum| <= sqrt(sum_f max(P_f, N_f)^2). This is the
-    triangle inequality applied per coordinate: never larger than sum |x - c|, and much tighter when
-    the moves leave and join a cluster from different directions."""
-    out_off = C[src] - X  # removing x shifts the mean by -(x - c) / n'
-    in_off = X - C[dst]  # adding x shifts it by +(x - c) / n'
-    pos = np.zeros((k, X.shape[1]))
-    neg = np.zeros((k, X.shape[1]))
-    for off, lab in ((out_off, src), (in_off, dst)):
-        pos += _cluster_sums(np.maximum(off, 0.0), lab, k)
-        neg += _cluster_sums(np.maximum(-off, 0.0), lab, k)
-    return np.sqrt(np.einsum("ij,ij->i", np.maximum(pos, neg), np.maximum(pos, neg)))
-
-
 def ratio_of(counts: np.ndarray) -> np.ndarray:
     """n/(n-1) per cluster (the remove weight); -inf for singletons, which may not be emptied."""
     return np.where(counts > 1, counts / np.maximum(counts - 1.0, 1.0), -np.inf)
 
 
-def _update_bounds(X: np.ndarray, labels: np.ndarray, old_labels: np.ndarray, C_old: np.ndarray,
-                   sums: np.ndarray, counts: np.ndarray, counts_old: np.ndarray, changed: np.ndarray, d_own: np.ndarray,
-                   best_add: np.ndarray, best_tgt: np.ndarray, second: np.ndarray, slack: np.ndarray) -> np.ndarray:
-    """Hamerly-style bounds after an iteration (the Hartigan weights folded in); returns the points
-    that need a full re-score.
+def _rowdot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return np.einsum("ij,ij->i", a, b)
 
-    Changed clusters moved by delta_c and their add weight went from r_c to r'_c. Every cluster j other
-    than a point's own and best target had add_j >= second, so |x - c_j| >= sqrt(second / r_j) and now
-    add'_j >= r'_j (sqrt(second / r_j) - delta_j)_+^2; with the worst r, r' and delta over the changed
-    clusters that is one O(n) update. The own distance and the best target's add value are recomputed
-    exactly where their cluster changed. A point is re-scored against all clusters only when its
-    remove value could beat the lowered bound (or it moved), so late iterations cost O(n)."""
-    k = C_old.shape[0]
-    C_new = sums / counts[:, None]
+
+def parallel_safe(x: np.ndarray, src: np.ndarray, dst: np.ndarray, C: np.ndarray, counts: np.ndarray,
+                  floor: float) -> np.ndarray:
+    """Which candidate moves x[t]: src[t] -> dst[t] are parallel-safe (see the module doc, phase 1)."""
+    k = C.shape[0]
+    u = x - C[src]  # offset from the source mean; leaving adds -u to the source's T
+    v = x - C[dst]  # offset from the target mean; joining adds +v to the target's T
+    d = x.shape[1]
+    # P (N): per cluster and coordinate, the sum of the positive (negative) parts of the offsets
+    parts = np.concatenate([np.concatenate([np.maximum(-u, 0.0), np.maximum(u, 0.0)], axis=1),
+                            np.concatenate([np.maximum(v, 0.0), np.maximum(-v, 0.0)], axis=1)])
+    PN = _cluster_sums(parts, np.concatenate([src, dst]), k)
+    P, N = PN[:, :d], PN[:, d:]
+    out_c = np.bincount(src, minlength=k).astype(np.float64)
+    in_c = np.bincount(dst, minlength=k).astype(np.float64)
+    # source, own offset left out: T_f in [-(N_f - u+_f), P_f - u-_f]
+    Ps = P[src] - np.maximum(-u, 0.0)
+    Ns = N[src] - np.maximum(u, 0.0)
+    L = _rowdot(np.maximum(u, 0.0), Ps) + _rowdot(np.maximum(-u, 0.0), Ns)  # max over subsets of u . T
+    t_max = np.sqrt(_rowdot(np.maximum(Ps, Ns), np.maximum(Ps, Ns)))
+    lo = counts[src] - out_c[src] + 1.0
+    hi = counts[src] + in_c[src]
+    du = np.sqrt(_rowdot(u, u))
+    lower = np.maximum(du**2 - 2.0 * L / lo, np.maximum(du - t_max / lo, 0.0) ** 2)
+    remove = hi / (hi - 1.0) * lower
+    # target, own offset left out; the worst case of -v . T
+    Pd = P[dst] - np.maximum(v, 0.0)
+    Nd = N[dst] - np.maximum(-v, 0.0)
+    L = _rowdot(np.maximum(v, 0.0), Nd) + _rowdot(np.maximum(-v, 0.0), Pd)
+    lo = np.maximum(counts[dst] - out_c[dst], 1.0)
+    hi = counts[dst] + in_c[dst] - 1.0
+    upper = _rowdot(v, v) + 2.0 * L / lo + _rowdot(np.maximum(Pd, Nd), np.maximum(Pd, Nd)) / lo**2
+    add = hi / (hi + 1.0) * upper
+    margin = floor + 1e-12 * (remove + add)  # the bounds themselves are rounded
+    return (counts[src] - out_c[src] >= 1.0) & (remove - add > margin)
+
+
+def sequential_accept(x: np.ndarray, src: np.ndarray, dst: np.ndarray, C: np.ndarray, counts: np.ndarray,
+                      floor: float, rounds: int = _VERIFY_ROUNDS) -> np.ndarray:
+    """Which of the moves x[t]: src[t] -> dst[t], applied in the order given and skipping the
+    rejected ones, each strictly lower the objective in the exact state they meet (phase 2 of the
+    module doc). Vectorised: no Python loop over moves."""
+    m, k = x.shape[0], C.shape[0]
+    ev_cluster = np.concatenate([src, dst])
+    ev_move = np.concatenate([np.arange(m), np.arange(m)])
+    order = np.lexsort((ev_move, ev_cluster))  # events grouped by cluster, in move order within each
+    u = x - C[src]
+    v = x - C[dst]
+    offsets = np.concatenate([-u, v])[order]  # what each event adds to its cluster's T
+    steps = np.concatenate([-np.ones(m), np.ones(m)])[order]
+    slot = np.empty(2 * m, dtype=np.int64)
+    slot[order] = np.arange(2 * m)
+    src_slot, dst_slot = slot[:m], slot[m:]
+    cl_sorted = ev_cluster[order]
+    first = np.flatnonzero(np.r_[True, cl_sorted[1:] != cl_sorted[:-1]])
+    group = np.repeat(np.arange(first.size), np.diff(np.r_[first, 2 * m]))
+    move_of_event = ev_move[order]
+    n_src, n_dst = counts[src], counts[dst]
+    active = np.ones(m, dtype=bool)
+    del k
+    for r in range(rounds):
+        w = active[move_of_event].astype(np.float64)
+        V = offsets * w[:, None]
+        T = np.cumsum(V, axis=0)
+        T -= V  # exclusive: what earlier accepted moves added
+        T -= T[first][group]  # ... to this event's own cluster only
+        s = steps * w
+        cnt = np.cumsum(s) - s
+        cnt -= cnt[first][group]
+        ni = n_src + cnt[src_slot]
+        nj = n_dst + cnt[dst_slot]
+        a = u - T[src_slot] / ni[:, None]  # x - c_i in the state the move meets
+        b = v - T[dst_slot] / nj[:, None]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            gain = np.where(ni > 1.0, ni / (ni - 1.0) * _rowdot(a, a), -np.inf) - nj / (nj + 1.0) * _rowdot(b, b)
+        bad = active & ~(gain > floor)
+        if not bad.any():
+            return active
+        if r == rounds - 1:
+            active[int(np.argmax(bad)):] = False  # the verified prefix: earlier moves never see later ones
+            return active
+        active &= ~bad
+    return active
+
+
+def _score(Xc: np.ndarray, x_sq: np.ndarray, idx: np.ndarray, labels: np.ndarray, C: np.ndarray,
+           counts: np.ndarray, u: np.ndarray, lt: np.ndarray, tgt: np.ndarray, q: np.ndarray) -> None:
+    """Score points idx against every centre: exact own distance u, best target tgt by add value and
+    its distance lt, and q = sqrt of the second-best add value (the bound on every other cluster).
+    One BLAS product per block gives r_j |x - c_j|^2 directly: [x, |x|^2, 1] . [-2 r_j c_j, r_j, r_j |c_j|^2]."""
+    k = C.shape[0]
+    r = counts / (counts + 1.0)
+    Ca = np.concatenate([-2.0 * r[:, None] * C, r[:, None], (r * _rowdot(C, C))[:, None]], axis=1)
+    for s in range(0, idx.size, _CHUNK):
+        part = idx[s:s + _CHUNK]
+        own = labels[part]
+        Xa = np.empty((part.size, Xc.shape[1] + 2))
+        Xa[:, :-2] = Xc[part]
+        Xa[:, -2] = x_sq[part]
+        Xa[:, -1] = 1.0
+        diff = Xa[:, :-2] - C[own]
+        u[part] = np.sqrt(_rowdot(diff, diff))
+        A = Xa @ Ca.T
+        rows = np.arange(part.size)
+        A[rows, own] = np.inf
+        tg = np.argmin(A, axis=1)
+        tgt[part] = tg
+        lt[part] = np.sqrt(np.maximum(A[rows, tg], 0.0) / r[tg])
+        if k > 2:
+            A[rows, tg] = np.inf
+            q[part] = np.sqrt(np.maximum(A.min(axis=1), 0.0))
+        else:
+            q[part] = np.inf
+
+
+def _update_bounds(C_old: np.ndarray, C_new: np.ndarray, counts_old: np.ndarray, counts: np.ndarray,
+                   changed: np.ndarray, moved: np.ndarray, labels: np.ndarray, u: np.ndarray, lt: np.ndarray,
+                   tgt: np.ndarray, q: np.ndarray) -> None:
+    """Hamerly-style bounds after an iteration, in distance units (the Hartigan weights folded in).
+
+    Each cluster's mean moved by delta_c, so the own distance grows by at most delta_own and the best
+    target's shrinks by at most delta_tgt (its add weight is known exactly when the bound is used).
+    Every other cluster j had r_j |x - c_j|^2 >= q^2, so |x - c_j| >= q / sqrt(r_j) and now
+    r'_j |x - c'_j|^2 >= r'_j (q / sqrt(r_j) - delta_j)_+^2; with the worst r, r' and delta over the
+    changed clusters that is one O(n) update (unchanged clusters keep q). Points that moved get
+    bounds that force a full re-score."""
     r_old = counts_old / (counts_old + 1.0)
     r_new = counts / (counts + 1.0)
-    delta = np.sqrt(((C_new[changed] - C_old[changed]) ** 2).sum(axis=1))
-    r_old_max, r_new_min, d_max = float(r_old[changed].max()), float(r_new[changed].min()), float(delta.max())
-    bound = np.sqrt(second / r_old_max)
-    bound -= d_max
+    step = C_new - C_old
+    delta = np.sqrt(_rowdot(step, step))
+    u += delta[labels]
+    lt -= delta[tgt]
+    np.maximum(lt, 0.0, out=lt)
+    a = np.sqrt(float(r_new[changed].min()) / float(r_old[changed].max()))
+    b = np.sqrt(float(r_new[changed].min())) * float(delta[changed].max())
+    bound = q * a
+    bound -= b
     np.maximum(bound, 0.0, out=bound)
-    bound **= 2
-    bound *= r_new_min
-    np.minimum(second, bound, out=second)  # unchanged clusters keep their old bound
-    is_changed = np.zeros(k, dtype=bool)
-    is_changed[changed] = True
-    moved = labels != old_labels
-    own_changed = np.flatnonzero(is_changed[labels] & ~moved)
-    diff = X[own_changed] - C_new[labels[own_changed]]
-    d_own[own_changed] = np.einsum("ij,ij->i", diff, diff)
-    tgt_changed = np.flatnonzero(is_changed[best_tgt] & ~moved)
-    diff = X[tgt_changed] - C_new[best_tgt[tgt_changed]]
-    best_add[tgt_changed] = r_new[best_tgt[tgt_changed]] * np.einsum("ij,ij->i", diff, diff)
-    remove = ratio_of(counts)[labels] * d_own
-    return np.flatnonzero(moved | (remove - second > -slack))
+    np.minimum(q, bound, out=q)
+    u[moved] = np.inf
+    q[moved] = -1.0
 
 
-def batched_hartigan(X: np.ndarray, init: np.ndarray, *, max_iter: int = 1000, seq_cap: int = 4096,
+def batched_hartigan(X: np.ndarray, init: np.ndarray, *, max_iter: int = 1000, seq_cap: int | None = None,
                      on_iteration: Callable[[int, float, int, int], None] | None = None,
                      track_objective: bool = True) -> HartiganResult:
     """Batched Hartigan from initial centres ``init`` (e.g. k-means++ seeds); see the module doc.
 
-    Scoring is incremental: each point keeps its exact own distance, its best target's add value and a
-    lower bound on every other cluster's (Hamerly-style, see ``_update_bounds``); only points whose
-    bounds admit an improving move, and points that moved, are re-scored against every cluster, so
-    late iterations that touch a few clusters cost O(n)."""
+    ``seq_cap`` caps the moves the sequential phase considers per iteration (largest gains first;
+    None: all, 0: parallel-safe moves only). Scoring is incremental: each point keeps an upper bound
+    on its own distance, a lower bound on its best target's and one on every other cluster's add
+    value (``_update_bounds``); only points whose bounds admit an improving move are looked at
+    (exact own and target distances, O(d)), and only those whose bound on the other clusters fails
+    too, or that moved, are re-scored against every cluster, so late iterations cost O(n)."""
     t0 = time.perf_counter()
     X = np.ascontiguousarray(X, dtype=np.float64)
     n, k = X.shape[0], init.shape[0]
     if k < 1 or k > n:
         raise ValueError(f"k={k} must be between 1 and the number of points ({n})")
-    labels = _initial_partition(X, np.asarray(init, dtype=np.float64))
+    # centred copy: the objective is translation invariant and the |x|^2 expansion loses less
+    mean = X.mean(axis=0)
+    Xc = X - mean
+    labels = _initial_partition(Xc, np.asarray(init, dtype=np.float64) - mean)
     counts = np.bincount(labels, minlength=k).astype(np.float64)
-    sums = _cluster_sums(X, labels, k)
-    x_sq = np.einsum("ij,ij->i", X, X)
+    sums = _cluster_sums(Xc, labels, k)
+    x_sq = _rowdot(Xc, Xc)
     history = [objective(X, labels, k)] if track_objective else []
-    floor = _REL_TOL * max(history[0] if history else float(x_sq.mean()) * n, 1e-300) / n
-    d_own = np.empty(n)
-    best_add = np.empty(n)
-    best_tgt = np.empty(n, dtype=np.int64)
-    second = np.empty(n)  # lower bound on the add value of every cluster other than own and best_tgt
-    rescore = np.arange(n)  # points whose bounds cannot be trusted: score against every cluster
+    floor = _REL_TOL * max(float(x_sq.mean()), 1e-300)
+    # rounding of the expansion: centroids are convex combinations of points, so every term is at
+    # most ~4 max|x|^2; 1e-12 of that is far above double precision and far below real gains.
+    # Bounds compare square roots, and |sqrt(a) - sqrt(b)| <= sqrt(|a - b|).
+    sq_slack = 1e-12 * 4.0 * (float(x_sq.max()) + 1e-300)
+    slack = np.sqrt(sq_slack)
+    u = np.full(n, np.inf)  # upper bound on |x - c_own|
+    lt = np.zeros(n)  # lower bound on |x - c_tgt|
+    tgt = np.zeros(n, dtype=np.int64)  # best target when last scored
+    q = np.full(n, -1.0)  # sqrt of a lower bound on the add value of every cluster but own and tgt
     par_total = seq_total = 0
     it = 0
-    converged = False
-    slack = 1e-9 * (x_sq + 1.0)  # rounding of the |x|^2 - 2x.c + |c|^2 expansion
-    while it < max_iter:
+    converged = k == 1
+    while it < max_iter and k > 1:
         C = sums / counts[:, None]
-        C_start, counts_start = C, counts.copy()  # the sequential phase works on a fresh C array
-        add_ratio = counts / (counts + 1.0)
+        r = counts / (counts + 1.0)
         ratio_out = ratio_of(counts)
-        if rescore.size:
-            full = rescore
-            D = _sq_dists(X[full], x_sq[full], C)
-            r = np.arange(full.size)
-            own = labels[full]
-            d_own[full] = D[r, own]
-            D *= add_ratio[None, :]
-            D[r, own] = np.inf
-            tg = np.argmin(D, axis=1)
-            best_tgt[full] = tg
-            best_add[full] = D[r, tg]
-            D[r, tg] = np.inf
-            second[full] = D.min(axis=1) if k > 2 else np.inf
-            del D
-        remove = ratio_out[labels] * d_own
-        # prefilter by the expanded-distance gain with slack for rounding, then score candidates exactly
-        cand = np.flatnonzero(remove - best_add > -slack)
-        if cand.size:
-            xc = X[cand]
-            src, dst = labels[cand], best_tgt[cand]
-            di = np.sqrt(np.einsum("ij,ij->i", xc - C[src], xc - C[src]))
-            dj = np.sqrt(np.einsum("ij,ij->i", xc - C[dst], xc - C[dst]))
-            gain = ratio_out[src] * di**2 - add_ratio[dst] * dj**2
+        s_out = np.sqrt(np.maximum(ratio_out, 0.0))
+        lhs = s_out[labels] * u
+        need = np.flatnonzero(lhs > np.minimum(np.sqrt(r)[tgt] * lt, q) - slack)
+        cand = need[:0]
+        if need.size:
+            # points that moved have no bounds (q < 0): straight to the full score; the others get
+            # their exact own distance first, and a full score only if it beats the bound q
+            forced = q[need] < 0.0
+            rest = need[~forced]
+            diff = Xc[rest] - C[labels[rest]]
+            u[rest] = np.sqrt(_rowdot(diff, diff))
+            full = np.concatenate([need[forced], rest[s_out[labels[rest]] * u[rest] > q[rest] - slack]])
+            if full.size:
+                _score(Xc, x_sq, full, labels, C, counts, u, lt, tgt, q)
+            own, dst = labels[need], tgt[need]
+            # lt is a lower bound (or, where just scored, rounded by the expansion): the exact target
+            # distance only where the gain it gives is close to or above the floor
+            gain = ratio_out[own] * u[need] ** 2 - r[dst] * lt[need] ** 2
+            redo = np.flatnonzero(gain > floor - sq_slack)
+            if redo.size:
+                p = need[redo]
+                diff = Xc[p] - C[dst[redo]]
+                d_t = _rowdot(diff, diff)
+                lt[p] = np.sqrt(d_t)
+                gain[redo] = ratio_out[own[redo]] * u[p] ** 2 - r[dst[redo]] * d_t
             keep = gain > floor
-            cand, src, dst, di, dj, gain = cand[keep], src[keep], dst[keep], di[keep], dj[keep], gain[keep]
+            cand, src, dst, gain = need[keep], own[keep], dst[keep], gain[keep]
         if cand.size == 0:
             converged = True
             break
-        it += 1
-        old_labels = labels.copy()
-        out_c = np.bincount(src, minlength=k).astype(np.float64)
-        in_c = np.bincount(dst, minlength=k).astype(np.float64)
-        lo = counts - out_c
-        delta = _drift_bound(X[cand], C, src, dst, k) / np.maximum(lo, 1.0)
-        hi = counts + in_c
-        keep_lhs = hi[src] / (hi[src] - 1.0) * np.maximum(di - delta[src], 0.0) ** 2
-        add_rhs = hi[dst] / (hi[dst] + 1.0) * (dj + delta[dst]) ** 2
-        safe = (lo[src] >= 1.0) & (keep_lhs > add_rhs)
-        s_idx = cand[safe]
-        moved_from: list[np.ndarray] = [src[safe], dst[safe]]
-        if s_idx.size:
-            xs = X[s_idx]
-            sums -= _cluster_sums(xs, src[safe], k)
-            sums += _cluster_sums(xs, dst[safe], k)
-            counts -= np.bincount(src[safe], minlength=k)
-            counts += np.bincount(dst[safe], minlength=k)
-            labels[s_idx] = dst[safe]
+        C_start, counts_start = C, counts.copy()
+        safe = parallel_safe(Xc[cand], src, dst, C, counts, floor)
+        moved = np.zeros(n, dtype=bool)
+        touched = [src[safe], dst[safe]]
+        n_par = int(safe.sum())
+        if n_par:
+            p = cand[safe]
+            _apply(Xc[p], src[safe], dst[safe], sums, counts, k)
+            labels[p] = dst[safe]
+            moved[p] = True
         n_seq = 0
-        unsafe = np.flatnonzero(~safe)
-        if unsafe.size:
-            order = unsafe[np.argsort(-gain[unsafe], kind="stable")][:seq_cap]
+        rest = np.flatnonzero(~safe)
+        if rest.size and (seq_cap is None or seq_cap > 0):
+            rest = rest[np.argsort(-gain[rest], kind="stable")][:seq_cap]
             C = sums / counts[:, None]
-            seq_moves = []
-            for p in cand[order]:
-                i = int(labels[p])
-                j = _sequential_move(X[p], i, C, counts, sums, floor)
-                if j >= 0:
-                    labels[p] = j
-                    seq_moves += [i, j]
-                    n_seq += 1
-            moved_from.append(np.asarray(seq_moves, dtype=np.int64))
-        if s_idx.size == 0 and n_seq == 0:
-            it -= 1
+            ok = sequential_accept(Xc[cand[rest]], src[rest], dst[rest], C, counts, floor)
+            rest = rest[ok]
+            n_seq = int(rest.size)
+            if n_seq:
+                p = cand[rest]
+                _apply(Xc[p], src[rest], dst[rest], sums, counts, k)
+                labels[p] = dst[rest]
+                moved[p] = True
+                touched += [src[rest], dst[rest]]
+        if n_par == 0 and n_seq == 0:
             break  # nothing applicable (only possible with seq_cap=0): stop rather than spin
-        changed = np.unique(np.concatenate(moved_from))
-        rescore = _update_bounds(X, labels, old_labels, C_start, sums, counts, counts_start, changed, d_own,
-                                 best_add, best_tgt, second, slack)
-        par_total += int(s_idx.size)
+        it += 1
+        changed = np.unique(np.concatenate(touched))
+        _update_bounds(C_start, sums / counts[:, None], counts_start, counts, changed, moved, labels, u, lt, tgt, q)
+        par_total += n_par
         seq_total += n_seq
         if track_objective:
             history.append(objective(X, labels, k))
         if on_iteration is not None:
-            on_iteration(it, history[-1] if history else float("nan"), int(s_idx.size), n_seq)
-    C = sums / counts[:, None]
+            on_iteration(it, history[-1] if history else float("nan"), n_par, n_seq)
+    C = sums / counts[:, None] + mean
     obj = history[-1] if history else objective(X, labels, k)
     return HartiganResult(labels, C, obj, it, time.perf_counter() - t0, history, par_total, seq_total, converged)
+
+
+def _apply(x: np.ndarray, src: np.ndarray, dst: np.ndarray, sums: np.ndarray, counts: np.ndarray, k: int) -> None:
+    m = x.shape[0]
+    sums += _cluster_sums(np.concatenate([x, x]), np.concatenate([src, dst]), k,
+                          np.concatenate([-np.ones(m), np.ones(m)]))
+    counts -= np.bincount(src, minlength=k)
+    counts += np.bincount(dst, minlength=k)
 
 
 def sequential_hartigan(X: np.ndarray, init: np.ndarray, *, max_sweeps: int = 100,
