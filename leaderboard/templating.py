@@ -15,8 +15,11 @@ from urllib.parse import urlencode
 
 from jinja2 import ChoiceLoader, Environment, FileSystemLoader, StrictUndefined, Undefined
 
-TEMPLATE_DIR = Path(__file__).resolve().parent / "templates"
-STATIC_DIR = Path(__file__).resolve().parent / "static"
+from harness.resources import package_data
+
+# the installed package's own folders; an installation without them fails here in one line
+TEMPLATE_DIR = package_data("harness.leaderboard", "templates")
+STATIC_DIR = package_data("harness.leaderboard", "static")
 
 
 def num(v: Any, digits: int = 3) -> str:

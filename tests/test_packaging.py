@@ -172,6 +172,7 @@ def test_a_wheel_without_its_data_says_what_is_missing(wheel, tmp_path):
     site = next((venv / "lib").glob("python3*/site-packages"))
     shutil.rmtree(site / "harness/models/aliases")
     shutil.rmtree(site / "harness/store/migrations/versions")
+    shutil.rmtree(site / "harness/leaderboard/templates")
     env = _env(venv, tmp_path / "x.db")
     models = _run(["harness", "models"], env=env, cwd=tmp_path)
     assert models.returncode != 0
@@ -179,3 +180,6 @@ def test_a_wheel_without_its_data_says_what_is_missing(wheel, tmp_path):
     up = _run(["harness", "db", "upgrade"], env=env, cwd=tmp_path)
     assert up.returncode != 0
     assert up.stderr.strip().count("\n") == 0 and "harness/store/migrations/versions" in up.stderr, up.stderr
+    serve = _run(["harness", "serve", "--port", "1"], env=env, cwd=tmp_path)  # fails before it binds
+    assert serve.returncode != 0
+    assert serve.stderr.strip().count("\n") == 0 and "harness/leaderboard/templates" in serve.stderr, serve.stderr
