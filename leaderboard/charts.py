@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from harness.types import Direction, MetricInfo
+
 from .queries import RunInfo
-from .ranking import pareto_front
+from .ranking import direction_of, direction_text, pareto_front
 
 _FONT = {"family": "Inter, system-ui, -apple-system, Segoe UI, sans-serif", "size": 12, "color": "#1f2937"}
 _ACCENT = "#2563eb"
@@ -32,9 +34,29 @@ def _layout(title: str, xtitle: str, ytitle: str, **extra: Any) -> dict[str, Any
     }
 
 
-def score_ci_chart(runs: list[RunInfo], metric: str, lower_better: bool) -> dict[str, Any]:
-    """A horizontal dot plot, best on top, with asymmetric 95% CI error bars; provisional results
-    (unfinished or small n) are hollow."""
+# the axis range a declared scale implies (a bounded score drawn on its whole range, so 0.52 against
+# 0.55 does not look like a landslide); raw metrics get plotly's automatic range
+SCALE_RANGE = {"fraction": [0.0, 1.0], "percent": [0.0, 100.0]}
+
+
+def axis_title(metric: str, info: MetricInfo | None) -> str:
+    name = info.display if info is not None and info.display else metric
+    unit = {"percent": " (%)"}.get(info.scale if info is not None else "", "")
+    return f"{name}{unit} · {direction_text(direction_of(info))}"
+
+
+def _scale_axis(axis: dict[str, Any], info: MetricInfo | None, values: list[float]) -> None:
+    rng = SCALE_RANGE.get(info.scale) if info is not None else None
+    if rng is not None and all(rng[0] <= v <= rng[1] for v in values):
+        pad = (rng[1] - rng[0]) * 0.02
+        axis["range"] = [rng[0] - pad, rng[1] + pad]
+
+
+def score_ci_chart(runs: list[RunInfo], metric: str, info: MetricInfo | None) -> dict[str, Any]:
+    """A horizontal dot plot, best on top (plotly draws the first category at the bottom), with
+    asymmetric 95% CI error bars; provisional results (unfinished or small n) are hollow. Without a
+    declared direction the dots go from high (top) to low and nothing is called best."""
+    lower_better = direction_of(info) == "lower"
     rs = sorted((r for r in runs if r.value is not None), key=lambda r: r.value or 0.0, reverse=lower_better)
     labels = [f"{r.model} #{r.run_id}" for r in rs]
     values = [r.value for r in rs]
@@ -50,19 +72,21 @@ def score_ci_chart(runs: list[RunInfo], metric: str, lower_better: bool) -> dict
         "hovertemplate": "%{y}<br>" + metric + " %{x:.4f} [%{customdata[1]:.4f}, %{customdata[2]:.4f}]"
                          "<br>n=%{customdata[0]}<extra></extra>",
     }
-    layout = _layout(f"{metric} with 95% CI (hollow: provisional)", metric, "",
+    layout = _layout(f"{metric} with 95% CI (hollow: provisional)", axis_title(metric, info), "",
                      margin={"l": 20, "r": 20, "t": 40, "b": 50}, height=max(300, 90 + 26 * len(rs)))
     layout["yaxis"].update(type="category", automargin=True, gridcolor="#f3f4f6")
+    _scale_axis(layout["xaxis"], info, [v for r in rs for v in (r.value, r.ci_low, r.ci_high) if v is not None])
     return {"data": [trace], "layout": layout}
 
 
-def cost_pareto_chart(runs: list[RunInfo], metric: str, lower_better: bool) -> dict[str, Any] | None:
-    """Score against cost per sample; the runs no other run beats on both are joined as the front."""
+def cost_pareto_chart(runs: list[RunInfo], metric: str, info: MetricInfo | None) -> dict[str, Any] | None:
+    """Score against cost per sample; the runs no other run beats on both are joined as the front
+    (only for a metric with a declared direction: otherwise "beats" means nothing and no front is drawn)."""
     rs = [r for r in runs if r.value is not None and r.cost_per_sample is not None]
     if not rs:
         return None
-    sign = -1.0 if lower_better else 1.0
-    front = pareto_front([(r.cost_per_sample or 0.0, sign * (r.value or 0.0)) for r in rs])
+    direction = direction_of(info)
+    front = _front(rs, direction)
     on_front = set(front)
     dots = {
         "type": "scatter", "mode": "markers", "name": "runs",
@@ -75,12 +99,21 @@ def cost_pareto_chart(runs: list[RunInfo], metric: str, lower_better: bool) -> d
                                                                              "dash": "dot"},
         "x": [rs[i].cost_per_sample for i in front], "y": [rs[i].value for i in front], "hoverinfo": "skip",
     }
-    return {"data": [line, dots], "layout": _layout(f"{metric} vs cost per sample (Pareto front in red)",
-                                                    "cost per sample (USD)", metric,
-                                                    margin={"l": 60, "r": 20, "t": 40, "b": 50})}
+    note = " (Pareto front in red)" if direction else " (no declared direction: no front)"
+    title = f"{metric} vs cost per sample{note}"
+    layout = _layout(title, "cost per sample (USD)", axis_title(metric, info),
+                     margin={"l": 60, "r": 20, "t": 40, "b": 50})
+    _scale_axis(layout["yaxis"], info, [r.value for r in rs if r.value is not None])
+    return {"data": [line, dots] if direction else [dots], "layout": layout}
 
 
-def pareto_run_ids(runs: list[RunInfo], lower_better: bool) -> set[int]:
+def _front(rs: list[RunInfo], direction: Direction | None) -> list[int]:
+    if direction not in ("higher", "lower"):
+        return []
+    sign = -1.0 if direction == "lower" else 1.0
+    return pareto_front([(r.cost_per_sample or 0.0, sign * (r.value or 0.0)) for r in rs])
+
+
+def pareto_run_ids(runs: list[RunInfo], direction: Direction | None) -> set[int]:
     rs = [r for r in runs if r.value is not None and r.cost_per_sample is not None]
-    sign = -1.0 if lower_better else 1.0
-    return {rs[i].run_id for i in pareto_front([(r.cost_per_sample or 0.0, sign * (r.value or 0.0)) for r in rs])}
+    return {rs[i].run_id for i in _front(rs, direction)}

@@ -15,8 +15,11 @@ from sqlalchemy import Text, and_, cast, func, or_, select
 from sqlalchemy.orm import Session
 
 from harness.store.schema import JudgementRow, MetricRow, ModelRow, RunRow, SampleResultRow, TaskRow
+from harness.types import Direction, MetricInfo
 
-from .ranking import PROVISIONAL_N, Scored, lower_is_better, rank_ranges
+from .names import model_labels
+from .ranking import PROVISIONAL_N, Scored, direction_of, metric_info, rank_ranges
+from .winrate import WinRate
 
 
 @dataclass(slots=True)
@@ -46,6 +49,12 @@ class RunInfo:
     ci_high: float | None = None
     n: int = 0
     cost_per_sample: float | None = None
+    task_metrics: dict[str, Any] = field(default_factory=dict)  # the task row's declarations
+
+    @property
+    def info(self) -> MetricInfo | None:
+        """The declaration of this run's headline metric (None: undeclared, never ranked)."""
+        return metric_info(self.task_metrics, self.primary_metric)
 
     @property
     def provisional(self) -> bool:
@@ -69,7 +78,7 @@ def run_infos(s: Session, *, task: str | None = None, model_id: int | None = Non
         select(RunRow.id, RunRow.name, RunRow.status, RunRow.n_done, RunRow.n_samples, RunRow.n_errors,
                RunRow.total_cost, RunRow.finished_at,
                TaskRow.id, TaskRow.name, TaskRow.version, TaskRow.content_hash, TaskRow.family, TaskRow.modalities,
-               TaskRow.primary_metric,
+               TaskRow.primary_metric, TaskRow.metrics,
                ModelRow.id, ModelRow.display_name, ModelRow.spec, ModelRow.backend, ModelRow.info,
                head.c.value, head.c.ci_low, head.c.ci_high, head.c.n, cps.c.value)
         .join(TaskRow, RunRow.task_id == TaskRow.id)
@@ -86,15 +95,17 @@ def run_infos(s: Session, *, task: str | None = None, model_id: int | None = Non
     if run_ids is not None:
         q = q.where(RunRow.id.in_(run_ids))
     out = []
+    labels = model_labels(s)
     for row in s.execute(q):
-        (rid, rname, status, n_done, n_samples, n_err, cost, fin, tid, tname, tver, thash, fam, mods, pm,
+        (rid, rname, status, n_done, n_samples, n_err, cost, fin, tid, tname, tver, thash, fam, mods, pm, tmetrics,
          mid, mdisp, mspec, backend, minfo, val, lo, hi, n, cps_val) = row
         per = _finite(cps_val)
         if per is None and n_done:
             per = (cost or 0.0) / n_done
         out.append(RunInfo(rid, rname, status, n_done, n_samples, n_err, cost or 0.0, fin, tid, tname, tver,
-                           thash, fam, list(mods or []), pm, mid, mdisp or mspec, mspec, backend, dict(minfo or {}),
-                           _finite(val), _finite(lo), _finite(hi), n or 0, per))
+                           thash, fam, list(mods or []), pm, mid, labels.get(mid, mdisp or mspec), mspec, backend,
+                           dict(minfo or {}), _finite(val), _finite(lo), _finite(hi), n or 0, per,
+                           dict(tmetrics or {})))
     return out
 
 
@@ -120,7 +131,11 @@ class TaskColumn:
     family: str
     modalities: list[str]
     metric: str
-    lower_better: bool
+    info: MetricInfo | None  # the headline metric's declaration (newest task row that has one)
+
+    @property
+    def direction(self) -> Direction | None:
+        return direction_of(self.info)
 
 
 @dataclass(slots=True)
@@ -131,8 +146,7 @@ class ModelLine:
     backend: str
     size: str
     cells: dict[str, RunInfo] = field(default_factory=dict)
-    avg: Scored = field(default_factory=lambda: Scored(None, None, None))
-    avg_n_tasks: int = 0
+    win: WinRate = field(default_factory=lambda: WinRate(None, None, None, 0, 0))
     rank: tuple[int, int] | None = None
 
 
@@ -157,9 +171,11 @@ def overview_data(s: Session) -> OverviewData:
     chosen = best_runs(run_infos(s))
     tasks: dict[str, TaskColumn] = {}
     lines: dict[int, ModelLine] = {}
-    for (mid, tname), r in chosen.items():
-        tasks.setdefault(tname, TaskColumn(tname, r.family, r.modalities, r.primary_metric,
-                                           lower_is_better(r.primary_metric)))
+    # newest run first: a column shows the headline metric and declaration of its task's newest run
+    for (mid, tname), r in sorted(chosen.items(), key=lambda kv: -kv[1].run_id):
+        col = tasks.setdefault(tname, TaskColumn(tname, r.family, r.modalities, r.primary_metric, r.info))
+        if col.info is None and r.primary_metric == col.metric:
+            col.info = r.info
         line = lines.get(mid)
         if line is None:
             line = lines[mid] = ModelLine(mid, r.model, r.model_spec, r.backend, model_size(r.model_info))
@@ -227,9 +243,10 @@ def metrics_of(s: Session, run_ids: list[int]) -> list[MetricRow]:
                           .order_by(MetricRow.breakdown_key, MetricRow.breakdown_value, MetricRow.name)).all())
 
 
-def rank_lines(lines: list[ModelLine], key: str, lower_better: bool) -> None:
-    """Set each line's rank range by the score under ``key`` ("avg" or a task name)."""
-    scores = [line.avg if key == "avg" else (line.cells[key].scored if key in line.cells else Scored(None, None, None))
-              for line in lines]
-    for line, rank in zip(lines, rank_ranges(scores, lower_better), strict=True):
+def rank_lines(lines: list[ModelLine], key: str, direction: Direction | None) -> None:
+    """Set each line's rank range by the score under ``key`` ("avg": the mean win rate, or a task
+    name); no ranks at all when that score has no declared direction."""
+    scores = [line.win.scored if key == "avg" else (line.cells[key].scored if key in line.cells
+                                                    else Scored(None, None, None)) for line in lines]
+    for line, rank in zip(lines, rank_ranges(scores, direction), strict=True):
         line.rank = rank

@@ -1,4 +1,7 @@
-"""Ranking helpers: metric direction, rank ranges from confidence intervals, averages, Pareto front.
+"""Ranking helpers: declared metric direction, rank ranges from confidence intervals, Pareto front.
+
+Direction comes only from what a task declared (stored with its task row); a metric without a
+declared direction gets no rank, no front and no "better" wording anywhere.
 
 Rank with CI follows the LMArena "Rank (UB)" idea extended to a range: a model's best possible rank
 is 1 + the number of models whose whole interval lies above its interval; its worst possible rank
@@ -9,26 +12,47 @@ whose intervals overlap can therefore trade places, and the range says so.
 from __future__ import annotations
 
 import math
-import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
+
+from harness.types import Direction, MetricInfo, lower, neutral
 
 # A result with fewer scored samples than this (or from an unfinished run) is marked provisional:
 # at n=100 a 95% CI of an accuracy near 0.5 is still about +-0.1 wide. Our choice, in the spirit of
 # LMArena's and TTS-Arena's minimum-vote rules.
 PROVISIONAL_N = 100
 
-# Names of metrics where smaller is better. Task rows carry no direction, so this is a name
-# heuristic (our choice); everything else ranks higher-is-better.
-_LOWER = re.compile(r"(^|_)(error|errors|wer|cer|loss|mae|mse|rmse|chamfer|distance|dist|latency|cost|"
-                    r"perplexity|ppl|fid|kid|lpips|unscored|over_refusal|misaligned|abandon_rate|"
-                    r"contradiction_rate|over_steering|unsafe_compliance)($|_|s$)")
-
 Z95 = 1.959963984540054
 
+# The metrics every run carries whatever its task (harness/aggregate.py writes them): declared here,
+# once, by the harness that emits them. Any other metric is what its task row declares, or unknown.
+STANDARD: dict[str, MetricInfo] = {
+    "errors": neutral("errors (count)"),
+    "unscored": neutral("unscored samples (count)"),
+    "cost_per_sample": lower("cost per sample (USD)"),
+}
 
-def lower_is_better(metric: str) -> bool:
-    return bool(_LOWER.search(metric.lower()))
+
+def metric_info(declared: Mapping[str, Any] | None, name: str) -> MetricInfo | None:
+    """The declaration of ``name`` in a task row's ``metrics`` (or the harness's own); None when
+    nobody declared it: such a metric is shown and never ranked (no direction is guessed)."""
+    raw = (declared or {}).get(name)
+    if isinstance(raw, Mapping):
+        return MetricInfo.from_dict(dict(raw))
+    return STANDARD.get(name)
+
+
+def direction_of(info: MetricInfo | None) -> Direction | None:
+    return info.direction if info is not None and info.direction in ("higher", "lower") else None
+
+
+def direction_text(direction: Direction | None) -> str:
+    if direction == "higher":
+        return "higher is better"
+    if direction == "lower":
+        return "lower is better"
+    return "no declared direction: shown, not ranked"
 
 
 @dataclass(slots=True)
@@ -46,10 +70,13 @@ def _interval(s: Scored) -> tuple[float, float] | None:
     return lo, hi
 
 
-def rank_ranges(items: Sequence[Scored], lower_better: bool = False) -> list[tuple[int, int] | None]:
-    """(best, worst) rank of each item given the CIs; None for items without a value."""
+def rank_ranges(items: Sequence[Scored], direction: Direction | None = "higher") -> list[tuple[int, int] | None]:
+    """(best, worst) rank of each item given the CIs; None for items without a value, and for
+    every item when the direction is unknown."""
+    if direction not in ("higher", "lower"):
+        return [None] * len(items)
     spans = [_interval(s) for s in items]
-    if lower_better:  # rank by the negated scale so "above" always means better
+    if direction == "lower":  # rank by the negated scale so "above" always means better
         spans = [(-sp[1], -sp[0]) if sp else None for sp in spans]
     out: list[tuple[int, int] | None] = []
     valid = [sp for sp in spans if sp is not None]
@@ -68,29 +95,6 @@ def format_rank(r: tuple[int, int] | None) -> str:
     if r is None:
         return ""
     return str(r[0]) if r[0] == r[1] else f"{r[0]}–{r[1]}"
-
-
-def mean_of_estimates(items: Sequence[Scored]) -> Scored:
-    """Unweighted mean of independent estimates with a normal-approximation 95% CI.
-
-    Reconstructed: each item's standard error is recovered from its CI as (high - low) / (2 * 1.96),
-    and the mean's SE is sqrt(sum se_i^2) / k (tasks are independent samples).
-    """
-    vals = [s for s in items if s.value is not None and math.isfinite(s.value)]
-    if not vals:
-        return Scored(None, None, None)
-    k = len(vals)
-    mean = sum(s.value for s in vals) / k  # type: ignore[misc]
-    var = 0.0
-    for s in vals:
-        lo, hi = _interval(s) or (s.value, s.value)
-        var += ((hi - lo) / (2 * Z95)) ** 2  # type: ignore[operator]
-    half = Z95 * math.sqrt(var) / k
-    # the mean of bounded metrics stays within the range their own intervals span (a normal
-    # interval for a mean near 0 would otherwise dip below 0, e.g. an accuracy of -0.01)
-    floor = min(_interval(s)[0] if _interval(s) else s.value for s in vals)  # type: ignore[index]
-    ceil = max(_interval(s)[1] if _interval(s) else s.value for s in vals)  # type: ignore[index]
-    return Scored(mean, max(mean - half, floor), min(mean + half, ceil))
 
 
 def pareto_front(points: Sequence[tuple[float, float]]) -> list[int]:

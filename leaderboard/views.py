@@ -20,8 +20,10 @@ from harness.store.schema import ModelRow, RunRow, SampleResultRow, TaskRow
 from . import charts, queries
 from .cache import ViewCache
 from .media import sample_media
-from .ranking import PROVISIONAL_N, format_rank, lower_is_better, mean_of_estimates, rank_ranges
+from .names import model_labels
+from .ranking import PROVISIONAL_N, direction_of, direction_text, format_rank, metric_info, rank_ranges
 from .tables import Table
+from .winrate import mean_win_rates
 
 
 class NotFound(LookupError):
@@ -75,6 +77,11 @@ def overview_view(sessions: sessionmaker[Session], cache: ViewCache, p: Overview
     tasks = [t for t in data.tasks if (not p.family or t.family == p.family)
              and (not p.modality or p.modality in t.modalities)]
     names = [t.name for t in tasks]
+    directions = {t.name: t.direction for t in tasks}
+    # win rates over every model with a result on the shown tasks (a model filter narrows the table,
+    # never the opponents a model is measured against)
+    wins = mean_win_rates({m.model_id: {n: m.cells[n].scored for n in names if n in m.cells} for m in data.lines},
+                          directions)
     lines = []
     for src in data.lines:
         if p.backend and src.backend != p.backend:
@@ -87,26 +94,22 @@ def overview_view(sessions: sessionmaker[Session], cache: ViewCache, p: Overview
         if not cells:
             continue
         line = queries.ModelLine(src.model_id, src.model, src.spec, src.backend, src.size, cells)
-        # the average covers the higher-is-better shown tasks, and only models that ran all of them
-        # (a mean over different task subsets would not be comparable); our choice
-        avg_tasks = [t.name for t in tasks if not t.lower_better]
-        line.avg_n_tasks = sum(1 for n in avg_tasks if n in cells)
-        if avg_tasks and line.avg_n_tasks == len(avg_tasks):
-            line.avg = mean_of_estimates([cells[n].scored for n in avg_tasks])
+        line.win = wins[src.model_id]
         lines.append(line)
 
     sort = p.sort if p.sort in SORT_KEYS or (p.sort.startswith("task:") and p.sort[5:] in names) else "avg"
     rank_key = sort[5:] if sort.startswith("task:") else "avg"
-    rank_lower = next((t.lower_better for t in tasks if t.name == rank_key), False)
-    queries.rank_lines(lines, rank_key, rank_lower)
+    rank_direction = "higher" if rank_key == "avg" else directions.get(rank_key)
+    queries.rank_lines(lines, rank_key, rank_direction)
 
     def score_of(line: queries.ModelLine) -> float | None:
         if rank_key == "avg":
-            return line.avg.value
+            return line.win.value
         cell = line.cells.get(rank_key)
         return cell.value if cell else None
 
-    natural_desc = sort in ("avg",) or (sort.startswith("task:") and not rank_lower)
+    # best first by the declared direction; a column of unknown direction sorts high to low (a sort, not a rank)
+    natural_desc = rank_direction != "lower"
     desc = {"asc": False, "desc": True}.get(p.dir, natural_desc)
     if sort in ("model", "backend"):
         lines.sort(key=lambda m: (getattr(m, sort) or "").lower(), reverse=desc)
@@ -121,12 +124,14 @@ def overview_view(sessions: sessionmaker[Session], cache: ViewCache, p: Overview
         lines = present + sorted(missing, key=lambda m: m.model.lower())
 
     table = Table("overview", ["rank_best", "rank_worst", "model", "model_id", "spec", "backend", "size",
-                               "average", "average_ci_low", "average_ci_high", "average_n_tasks"]
+                               "mean_win_rate", "mean_win_rate_ci_low", "mean_win_rate_ci_high", "win_rate_n_tasks",
+                               "win_rate_n_opponents"]
                   + [f"{n}{suffix}" for n in names for suffix in ("", "_ci_low", "_ci_high", "_n", "_run_id",
                                                                    "_provisional")])
     for m in lines:
         row: list[Any] = [m.rank[0] if m.rank else None, m.rank[1] if m.rank else None, m.model, m.model_id, m.spec,
-                          m.backend, m.size, m.avg.value, m.avg.ci_low, m.avg.ci_high, m.avg_n_tasks]
+                          m.backend, m.size, m.win.value, m.win.ci_low, m.win.ci_high, m.win.n_tasks,
+                          m.win.n_opponents]
         for n in names:
             c = m.cells.get(n)
             row += [c.value, c.ci_low, c.ci_high, c.n, c.run_id, c.provisional] if c else [None] * 6
@@ -136,7 +141,8 @@ def overview_view(sessions: sessionmaker[Session], cache: ViewCache, p: Overview
         "page_title": "Leaderboard", "nav": "overview", "tasks": tasks, "lines": lines, "params": p.as_dict(),
         "sort": sort, "desc": desc, "rank_key": rank_key, "families": data.families,
         "modalities": data.modalities, "backends": data.backends, "n_runs": n_runs, "sizes": list(SIZE_BUCKETS),
-        "provisional_n": PROVISIONAL_N, "format_rank": format_rank,
+        "provisional_n": PROVISIONAL_N, "format_rank": format_rank, "direction_text": direction_text,
+        "unranked_tasks": [t for t in tasks if t.direction is None],
     }, {"overview": table})
 
 
@@ -175,10 +181,14 @@ def task_view(sessions: sessionmaker[Session], name: str) -> View:
         metrics = queries.metrics_of(s, sorted(chosen))
         desc_row = s.scalar(select(TaskRow.description).where(TaskRow.name == name).order_by(TaskRow.id.desc()))
     metric = runs[-1].primary_metric
-    lower = lower_is_better(metric)
-    best = sorted((r for r in runs if r.run_id in chosen), key=lambda r: r.value or 0.0, reverse=not lower)
-    ranks = dict(zip((r.run_id for r in best), rank_ranges([r.scored for r in best], lower), strict=True))
-    front = charts.pareto_run_ids(best, lower)
+    # the declarations of the newest task row that has any (an older row may predate them)
+    declared = next((r.task_metrics for r in reversed(runs) if r.task_metrics), {})
+    info = metric_info(declared, metric)
+    direction = direction_of(info)
+    best = sorted((r for r in runs if r.run_id in chosen), key=lambda r: r.value or 0.0,
+                  reverse=direction != "lower")
+    ranks = dict(zip((r.run_id for r in best), rank_ranges([r.scored for r in best], direction), strict=True))
+    front = charts.pareto_run_ids(best, direction)
     others = [r for r in runs if r.run_id not in chosen]
     by_run = {r.run_id: r for r in runs}
 
@@ -206,11 +216,13 @@ def task_view(sessions: sessionmaker[Session], name: str) -> View:
         rtable.rows.append([None, None, None] + _run_row(r))
     return View("task.html", {
         "page_title": f"Task {name}", "nav": "tasks", "name": name, "description": desc_row or "",
-        "metric": metric, "lower": lower, "best": best, "others": others, "ranks": ranks, "front": front,
+        "metric": metric, "info": info, "direction": direction, "direction_text": direction_text,
+        "metric_infos": {n: metric_info(declared, n) for n in {m.name for m in metrics} | {metric}},
+        "best": best, "others": others, "ranks": ranks, "front": front,
         "overall_names": overall_names, "overall": overall, "breakdowns": breakdowns,
         "format_rank": format_rank, "provisional_n": PROVISIONAL_N,
-        "chart_scores": charts.score_ci_chart(best, metric, lower),
-        "chart_cost": charts.cost_pareto_chart(best, metric, lower),
+        "chart_scores": charts.score_ci_chart(best, metric, info),
+        "chart_cost": charts.cost_pareto_chart(best, metric, info),
         "chart_task": _task_chart(sessions, name),
     }, {"runs": rtable, "metrics": mtable})
 
@@ -237,15 +249,20 @@ def _task_chart(sessions: sessionmaker[Session], name: str) -> dict | None:
 
 
 def tasks_view(sessions: sessionmaker[Session]) -> View:
+    """The overview's tasks (those with at least one headline result), with their declared direction."""
     with sessions() as s:
+        columns = queries.overview_data(s).tasks
         rows = s.execute(
-            select(TaskRow.name, func.max(TaskRow.family), func.max(TaskRow.primary_metric),
-                   func.count(func.distinct(RunRow.id)), func.count(func.distinct(RunRow.model_id)),
+            select(TaskRow.name, func.count(func.distinct(RunRow.id)), func.count(func.distinct(RunRow.model_id)),
                    func.count(func.distinct(TaskRow.version)))
-            .join(RunRow, RunRow.task_id == TaskRow.id).group_by(TaskRow.name).order_by(TaskRow.name)).all()
-    table = Table("tasks", ["task", "family", "primary_metric", "runs", "models", "versions"],
-                  [list(r) for r in rows])
-    return View("tasks.html", {"page_title": "Tasks", "nav": "tasks", "rows": table.records()}, {"tasks": table})
+            .join(RunRow, RunRow.task_id == TaskRow.id).group_by(TaskRow.name)).all()
+    counts = {name: (n_runs, n_models, n_versions) for name, n_runs, n_models, n_versions in rows}
+    table = Table("tasks", ["task", "family", "primary_metric", "direction", "scale", "runs", "models", "versions"])
+    for t in sorted(columns, key=lambda c: c.name):
+        table.rows.append([t.name, t.family, t.metric, t.direction, t.info.scale if t.info else None,
+                           *counts.get(t.name, (0, 0, 0))])
+    return View("tasks.html", {"page_title": "Tasks", "nav": "tasks", "rows": table.records(),
+                               "direction_text": direction_text}, {"tasks": table})
 
 
 # ---- models ----------------------------------------------------------------------------------------
@@ -259,10 +276,12 @@ def models_view(sessions: sessionmaker[Session]) -> View:
         rows = s.execute(
             select(ModelRow.id, ModelRow.display_name, ModelRow.spec, ModelRow.backend, ModelRow.info,
                    func.coalesce(counts.c.runs, 0), func.coalesce(counts.c.tasks, 0))
-            .outerjoin(counts, counts.c.model_id == ModelRow.id).order_by(ModelRow.display_name)).all()
+            .outerjoin(counts, counts.c.model_id == ModelRow.id).order_by(ModelRow.display_name, ModelRow.id)).all()
+        labels = model_labels(s)
     table = Table("models", ["model_id", "model", "spec", "backend", "size", "runs", "tasks"])
     for mid, disp, spec, backend, info, n_runs, n_tasks in rows:
-        table.rows.append([mid, disp or spec, spec, backend, queries.model_size(info or {}), n_runs, n_tasks])
+        table.rows.append([mid, labels.get(mid, disp or spec), spec, backend, queries.model_size(info or {}), n_runs,
+                           n_tasks])
     return View("models.html", {"page_title": "Models", "nav": "models", "rows": table.records()}, {"models": table})
 
 
@@ -272,8 +291,9 @@ def model_view(sessions: sessionmaker[Session], model_id: int) -> View:
         if model is None:
             raise NotFound(f"no model with id {model_id}")
         runs = queries.run_infos(s, model_id=model_id)
+        label = model_labels(s).get(model_id, model.display_name or model.spec)
     table = Table("runs", RUN_COLUMNS, [_run_row(r) for r in reversed(runs)])
-    return View("model.html", {"page_title": model.display_name or model.spec, "nav": "models", "model": model,
+    return View("model.html", {"page_title": label, "label": label, "nav": "models", "model": model,
                                "runs": list(reversed(runs)), "provisional_n": PROVISIONAL_N}, {"runs": table})
 
 

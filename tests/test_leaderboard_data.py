@@ -57,7 +57,9 @@ def hostile_run(sessions: sessionmaker[Session], media_root: Path | None = None)
     with sessions.begin() as s:
         task = ops.get_or_create_task(s, name="gsm8k", version="1", content_hash="hostile", family="text",
                                       description=f"hostile {SCRIPT}", modalities=["text", "image"],
-                                      primary_metric="exact_match")
+                                      primary_metric="exact_match",
+                                      metrics={"exact_match": {"direction": "higher", "scale": "fraction",
+                                                               "display": f"exact match {IMG}"}})
         model = ops.get_or_create_model(s, f"builtin:constant?text={SCRIPT}", backend="builtin",
                                         display_name=XSS_MODEL, info={"size": IMG})
         run = RunRow(name=XSS_RUN, task_id=task.id, model_id=model.id, judge_spec=f"judge{SCRIPT}",

@@ -1,4 +1,4 @@
-"""Rank ranges from CIs, averages of estimates, the Pareto front, metric direction, CSV safety."""
+"""Rank ranges from CIs, the Pareto front, declared metric direction, CSV safety."""
 
 from __future__ import annotations
 
@@ -6,13 +6,10 @@ import csv
 import io
 import math
 
-import pytest
-
 from harness.leaderboard.ranking import (
     Scored,
     format_rank,
-    lower_is_better,
-    mean_of_estimates,
+    metric_info,
     pareto_front,
     rank_ranges,
 )
@@ -26,20 +23,12 @@ def test_rank_ranges_follow_overlapping_intervals():
     assert rank_ranges(items) == [(1, 2), (1, 3), (2, 3), (4, 4), None]
     assert [format_rank(r) for r in rank_ranges(items)] == ["1–2", "1–3", "2–3", "4", ""]
     # lower is better: the same intervals rank in reverse
-    assert rank_ranges(items[:4], lower_better=True) == [(3, 4), (2, 4), (2, 3), (1, 1)]
+    assert rank_ranges(items[:4], "lower") == [(3, 4), (2, 4), (2, 3), (1, 1)]
+    # no declared direction: nobody is ranked
+    assert rank_ranges(items[:4], None) == [None] * 4
     # no CI: plain ranks, ties share the range
     assert rank_ranges([Scored(1, None, None), Scored(1, None, None), Scored(0, None, None)]) == [(1, 2), (1, 2),
                                                                                                  (3, 3)]
-
-
-def test_mean_of_estimates_combines_standard_errors():
-    a, b = Scored(0.6, 0.5, 0.7), Scored(0.8, 0.78, 0.82)
-    m = mean_of_estimates([a, b])
-    se_a, se_b = 0.1 / 1.959963984540054, 0.02 / 1.959963984540054
-    half = 1.959963984540054 * math.sqrt(se_a**2 + se_b**2) / 2
-    assert m.value == pytest.approx(0.7) and m.ci_low == pytest.approx(0.7 - half)
-    assert m.ci_high == pytest.approx(0.7 + half)
-    assert mean_of_estimates([Scored(None, None, None)]).value is None
 
 
 def test_pareto_front():
@@ -49,11 +38,15 @@ def test_pareto_front():
     assert pareto_front([(math.nan, 1.0), (1.0, 0.5)]) == [1]
 
 
-def test_lower_is_better_names():
-    for name in ("wer", "cer", "chamfer_distance", "cost_per_sample", "errors", "mean_latency", "loss"):
-        assert lower_is_better(name), name
-    for name in ("accuracy", "exact_match", "f1", "recall_at_50", "win_rate", "bleu", "iou"):
-        assert not lower_is_better(name), name
+def test_direction_comes_from_declarations_never_from_names():
+    # names that the old heuristic called lower-is-better have no direction unless declared
+    for name in ("wer", "chamfer_distance", "loss", "objective", "accuracy"):
+        assert metric_info({}, name) is None, name
+    assert metric_info({"loss": {"direction": "higher", "scale": "raw"}}, "loss").direction == "higher"
+    assert metric_info({"n": {"direction": None, "scale": "raw"}}, "n").direction is None
+    # the harness declares what it emits itself for every task
+    assert metric_info({}, "cost_per_sample").direction == "lower"
+    assert metric_info({}, "errors").direction is None
 
 
 def test_tables_csv_defuses_formulas_and_json_drops_nan():
@@ -69,13 +62,3 @@ def test_model_sizes_sort_by_parameter_count():
 
     sizes = ["70B", "", "135M", "7B", "1.5b", "14B"]
     assert sorted(sizes, key=size_value) == ["", "135M", "1.5b", "7B", "14B", "70B"]
-
-
-def test_average_interval_stays_within_the_components_range():
-    from harness.leaderboard.ranking import Scored, mean_of_estimates
-
-    avg = mean_of_estimates([Scored(0.01, 0.0, 0.05), Scored(0.01, 0.0, 0.05)])
-    assert avg.value == pytest.approx(0.01)
-    # the normal interval would be 0.01 -/+ 0.0177, i.e. below 0
-    half = 1.959963984540054 * (0.05 / 3.919927969) * 2**0.5 / 2
-    assert avg.ci_low == 0.0 and avg.ci_high == pytest.approx(0.01 + half)

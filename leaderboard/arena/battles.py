@@ -28,6 +28,7 @@ from harness.ratings import ELO_SCALE, pair_counts, rate_counts, style_features
 from harness.store.schema import ModelRow, RunRow, SampleResultRow, TaskRow
 from harness.store.schema_arena import ArenaBattleRow, ArenaVoteRow
 
+from ..names import model_labels
 from . import media, tokens
 from .config import ArenaConfig
 
@@ -63,22 +64,25 @@ class StatsCache:
         self.pairs: dict[str, tuple[float, PairStats]] = {}
 
 
-def model_label(display_name: str, spec: str) -> str:
-    return display_name or spec
+def model_label(model_id: int, labels: dict[int, str]) -> str:
+    """The model's unique display name (leaderboard/names.py): votes are stored under it, so two
+    specs that share a short name are rated as two models, never merged into one."""
+    return labels[model_id]
 
 
 def load_candidates(session: Session) -> dict[str, dict[str, int]]:
     """task name -> {model label -> latest run id}, tasks with at least two models only."""
     rows = session.execute(
-        select(TaskRow.name, ModelRow.display_name, ModelRow.spec, func.max(RunRow.id))
+        select(TaskRow.name, ModelRow.id, func.max(RunRow.id))
         .join(RunRow, RunRow.task_id == TaskRow.id)
         .join(ModelRow, RunRow.model_id == ModelRow.id)
-        .group_by(TaskRow.name, ModelRow.id, ModelRow.display_name, ModelRow.spec)
+        .group_by(TaskRow.name, ModelRow.id)
     ).all()
+    labels = model_labels(session)
     out: dict[str, dict[str, int]] = {}
-    for task, display, spec, run_id in rows:
+    for task, model_id, run_id in rows:
         models = out.setdefault(task, {})
-        label = model_label(display, spec)
+        label = model_label(model_id, labels)
         models[label] = max(run_id, models.get(label, 0))
     return {t: m for t, m in out.items() if len(m) >= 2}
 
@@ -182,7 +186,8 @@ def names_itself(side: Side, label: str, spec_tail: set[str]) -> bool:
 
 
 def _name_parts(label: str) -> set[str]:
-    tail = re.split(r"[:/]", label)[-1].lower()
+    # the short name, without the settings a unique label appends ("builtin:constant (text=A)")
+    tail = re.split(r"[:/]", label.split(" (", 1)[0])[-1].lower()
     return {tail}
 
 
