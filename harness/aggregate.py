@@ -1,7 +1,8 @@
 """Default aggregation: mean of every score value with a CI, overall and per breakdown.
 
 Epochs are averaged within a sample first, then over samples (the bootstrap resamples samples),
-so repeated draws of one item never pass for independent evidence. Unscored and errored samples
+so repeated draws of one item never pass for independent evidence; samples are taken in sample-id
+order, so the seeded bootstrap gives one interval for one set of records. Unscored and errored samples
 are left out of the means and counted in their own rows (``unscored``, ``errors``).
 """
 
@@ -26,7 +27,9 @@ def per_sample_means(records: Iterable[SampleRecord]) -> dict[str, dict[str, flo
             if value is None:
                 continue
             sums[name][r.sample_id].append(float(value))
-    return {name: {sid: sum(v) / len(v) for sid, v in by_id.items()} for name, by_id in sums.items()}
+    # sample-id order, whatever order the records came in: the bootstrap resamples positions, so the
+    # same samples listed differently would otherwise give a different interval
+    return {name: {sid: sum(by_id[sid]) / len(by_id[sid]) for sid in sorted(by_id)} for name, by_id in sums.items()}
 
 
 def _metrics_for(records: list[SampleRecord], key: str = "", value: str = "", seed: int = 0) -> list[Metric]:
@@ -38,6 +41,7 @@ def _metrics_for(records: list[SampleRecord], key: str = "", value: str = "", se
 
 
 def default_aggregate(task: Task, records: list[SampleRecord], seed: int = 0) -> list[Metric]:
+    records = sorted(records, key=lambda r: (r.sample_id, r.epoch))  # cost_per_sample resamples them in this order
     metrics = _metrics_for(records, seed=seed)
     n_ids = len({r.sample_id for r in records})
     n_err = sum(1 for r in records if r.error is not None)
@@ -61,6 +65,10 @@ def default_aggregate(task: Task, records: list[SampleRecord], seed: int = 0) ->
 
 
 def aggregate(task: Task, records: list[SampleRecord], seed: int = 0) -> list[Metric]:
+    """Every metric of a run. Records are put in (sample id, epoch) order first, so a task's own
+    aggregate and the default one give the same numbers and CIs for the same records in any order
+    (the runner's completion order, or a database's row order)."""
+    records = sorted(records, key=lambda r: (r.sample_id, r.epoch))
     metrics = task.aggregate(records) if task.aggregate is not None else default_aggregate(task, records, seed)
     # an undefined metric (a correlation over constant values, an empty breakdown) is no row,
     # never a failed run

@@ -159,10 +159,17 @@ def load_records(session: Session, run_id: int) -> list[SampleRecord]:
         SampleResultRow.cost,
         SampleResultRow.details,
     ).where(SampleResultRow.run_id == run_id)
-    return [
+    records = [
         SampleRecord(sid, ep, scores or {}, uns, err, (inp or {}).get("metadata", {}), cost or 0.0, det or {})
         for sid, ep, scores, uns, err, inp, cost, det in session.execute(q)
     ]
+    # sorted here, not by ORDER BY: PostgreSQL's collation and SQLite's byte order disagree on text,
+    # and the bootstrap CIs computed from these records must not depend on the engine
+    return sorted(records, key=record_order)
+
+
+def record_order(r: SampleRecord) -> tuple[str, int]:
+    return r.sample_id, r.epoch
 
 
 def finish_run(session: Session, run_id: int, status: str) -> None:
