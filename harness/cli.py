@@ -83,6 +83,8 @@ def eval_cmd(
     db: DbOpt = None,
 ) -> None:
     """Evaluate MODEL on TASK; a rerun with the same settings resumes and does only what is missing."""
+    from sqlalchemy.exc import SQLAlchemyError
+
     from harness.errors import UserError
     from harness.runner import EvalConfig, Runner
 
@@ -128,8 +130,11 @@ def eval_cmd(
     try:
         runner = Runner(cfg, session_factory=sessions)
         summary = runner.run()
-    except (UserError, FileNotFoundError) as exc:
+    except (UserError, OSError) as exc:  # OSError: a file or folder a task or backend could not open
         fail(str(exc))
+    except SQLAlchemyError as exc:  # a read-only, locked or broken database: one line, not a traceback
+        orig = getattr(exc, "orig", None) or exc
+        fail(f"database: {str(orig).strip().splitlines()[0] if str(orig).strip() else type(orig).__name__}")
     except KeyboardInterrupt:
         typer.echo("interrupted: finished samples are stored; rerun the same command to resume", err=True)
         raise typer.Exit(130) from None

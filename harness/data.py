@@ -22,26 +22,47 @@ class DatasetError(UserError, ValueError):
 def file_hash(*paths: str | Path, extra: str = "") -> str:
     h = hashlib.sha256(extra.encode())
     for p in paths:
-        h.update(Path(p).read_bytes())
+        path = Path(p)
+        if path.is_dir():
+            raise DatasetError(f"{path}: is a folder, not a data file")
+        try:
+            h.update(path.read_bytes())
+        except OSError as exc:
+            raise DatasetError(f"{path}: cannot read ({exc.strerror or exc})") from None
     return h.hexdigest()
 
 
 def read_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    """Yield (1-based line number, row) for each non-empty line."""
+    """Yield (1-based line number, row) for each non-empty line. Anything that is not a readable
+    UTF-8 JSONL file (a folder, a binary or latin-1 file, absurdly deep nesting) is a one-line
+    DatasetError naming the file and line. (An empty file yields nothing: the runner then refuses a
+    task without samples.)"""
     path = Path(path)
     if not path.exists():
         raise DatasetError(f"{path}: file not found")
-    with path.open(encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DatasetError(f"{path}:{lineno}: not valid JSON ({exc.msg})") from None
-            if not isinstance(row, dict):
-                raise DatasetError(f"{path}:{lineno}: expected a JSON object, got {type(row).__name__}")
-            yield lineno, row
+    if path.is_dir():
+        raise DatasetError(f"{path}: is a folder, not a JSONL file")
+    try:
+        with path.open(encoding="utf-8") as f:
+            for lineno, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
+                if "\x00" in line:
+                    raise DatasetError(f"{path}:{lineno}: a NUL byte: a binary file, not JSONL")
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise DatasetError(f"{path}:{lineno}: not valid JSON ({exc.msg})") from None
+                except RecursionError:
+                    raise DatasetError(f"{path}:{lineno}: JSON nested too deeply to read") from None
+                if not isinstance(row, dict):
+                    raise DatasetError(f"{path}:{lineno}: expected a JSON object, got {type(row).__name__}")
+                yield lineno, row
+    except UnicodeDecodeError as exc:
+        raise DatasetError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason}); a binary or latin-1 "
+                           "file? convert it to UTF-8 JSONL") from None
+    except OSError as exc:
+        raise DatasetError(f"{path}: cannot read ({exc.strerror or exc})") from None
 
 
 def require(row: dict[str, Any], field: str, where: str, kind: type | tuple[type, ...] = str) -> Any:

@@ -51,6 +51,9 @@ class StoreWriteError(UserError, RuntimeError):
 
 
 WRITE_ATTEMPTS = 3
+# column widths of the results database (harness/store/schema.py): checked up front on both engines,
+# so a long name is a one-line error, not a PostgreSQL DataError halfway through a run
+MAX_SAMPLE_ID, MAX_RUN_NAME, MAX_SPEC = 300, 300, 500
 
 
 @dataclass
@@ -150,6 +153,9 @@ def select_samples(task: Task, cfg: EvalConfig) -> list[Sample]:
     samples = list(task.load())
     seen: set[str] = set()
     for s in samples:
+        if len(s.id) > MAX_SAMPLE_ID:
+            raise RunConfigError(f"task {task.name!r}: sample id {s.id[:40]!r}... is longer than {MAX_SAMPLE_ID} "
+                                 "characters (the results database's limit)")
         if s.id in seen:
             raise RunConfigError(f"task {task.name!r}: duplicate sample id {s.id!r}")
         seen.add(s.id)
@@ -273,6 +279,11 @@ class Runner:
         identity = self.cfg.identity(self.task)
         config_hash = stable_hash(identity)
         name = self.cfg.run_name or f"{self.task.name}__{_slug(self.cfg.model)}__{config_hash[:8]}"
+        if len(name) > MAX_RUN_NAME:
+            raise RunConfigError(f"run name {name[:40]!r}... is longer than {MAX_RUN_NAME} characters")
+        for what, spec in (("model", model.spec), ("judge", judge_spec or "")):
+            if len(spec) > MAX_SPEC:
+                raise RunConfigError(f"{what} spec {spec[:40]!r}... is longer than {MAX_SPEC} characters")
         with self.sessions.begin() as s:
             run = ops.find_run(s, name)
             if run is not None:
@@ -341,7 +352,7 @@ class Runner:
             "latency_s": usage.seconds,
             "cached": bool(output and output.cached),
             "error": error,
-            "error_kind": error_kind,
+            "error_kind": error_kind[:50] if error_kind else error_kind,
             "created_at": utcnow(),
         }
 

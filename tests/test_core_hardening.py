@@ -130,3 +130,43 @@ def test_two_identical_evals_started_together_share_one_run(db_url: str, tmp_pat
         assert s.scalar(select(__import__("sqlalchemy").func.count()).select_from(RunRow)) == 1
         ids = s.scalars(select(SampleResultRow.sample_id)).all()
     assert len(ids) == 40 and len(set(ids)) == 40
+
+
+def test_unreadable_inputs_and_databases_are_one_line_errors(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    latin1 = tmp_path / "latin1.jsonl"
+    latin1.write_bytes('{"question": "café", "answer": "1"}\n'.encode("latin-1"))
+    deep = tmp_path / "deep.jsonl"
+    deep.write_text('{"x": ' + "[" * 200_000 + "]" * 200_000 + "}\n")
+    binary = tmp_path / "bin.jsonl"
+    binary.write_bytes(bytes(range(256)) * 4)
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    db = f"sqlite:///{tmp_path / 'ok.db'}"
+    cases = {str(latin1): "not UTF-8", str(deep): "nested too deeply", str(binary): "not UTF-8",
+             str(empty): "no samples", "/dev/null": "no samples", str(tmp_path): "is a folder"}
+    for path, expected in cases.items():
+        done = _cli("eval", "-t", "qa", "-T", f"path={path}", "-m", "builtin:echo", "--db", db)
+        assert done.returncode == 2, (path, done.stderr)
+        assert expected in done.stderr and len(done.stderr.strip().splitlines()) == 1, (path, done.stderr)
+    corrupt = tmp_path / "corrupt.db"
+    corrupt.write_bytes(b"\x13" * 5000)
+    truncated = tmp_path / "truncated.db"
+    assert _cli("eval", "-t", "gsm8k", "-m", "builtin:number", "--limit", "2", "--db", db,
+                "--no-progress").returncode == 0
+    truncated.write_bytes((tmp_path / "ok.db").read_bytes()[:8192])
+    read_only = f"sqlite:///file:{tmp_path / 'ok.db'}?mode=ro&uri=true"
+    for url, expected in ((f"sqlite:///{corrupt}", "not a database"), (f"sqlite:///{truncated}", "malformed"),
+                          (read_only, "readonly")):
+        done = _cli("eval", "-t", "gsm8k", "-m", "builtin:number", "--limit", "4", "--db", url, "--no-progress")
+        assert done.returncode == 2 and expected in done.stderr and "Traceback" not in done.stderr, done.stderr
+
+
+def test_names_longer_than_the_columns_are_refused_up_front(db_url: str) -> None:
+    long_task = _task(["x"])
+    long_task.load = lambda: [Sample("s" * 301, [Message.text("user", "x")])]  # type: ignore[method-assign]
+    with pytest.raises(RunConfigError, match="longer than 300"):
+        Runner(EvalConfig(task="hardening", model="builtin:echo", db_url=db_url, progress=False),
+               task=long_task).run()
+    with pytest.raises(RunConfigError, match="run name"):
+        Runner(EvalConfig(task="hardening", model="builtin:echo", db_url=db_url, progress=False, run_name="r" * 301),
+               task=_task(["x"])).run()

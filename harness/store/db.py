@@ -14,7 +14,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from sqlalchemy import Engine, create_engine, event, inspect, text
-from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
+from sqlalchemy.exc import ArgumentError, NoSuchModuleError
+from sqlalchemy.exc import DatabaseError as SQLAlchemyDatabaseError
 from sqlalchemy.orm import Session, sessionmaker
 
 # Beside this module in the installed package (the wheel ships the folder), never in a checkout.
@@ -76,7 +77,7 @@ def current_revision(engine: Engine) -> str | None:
                     raise DatabaseError("database has harness tables but no alembic_version stamp")
                 return None
             return conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
-    except OperationalError as exc:
+    except SQLAlchemyDatabaseError as exc:  # unreachable server, corrupt or truncated file, not a database
         raise DatabaseError(f"cannot open database {engine.url!r}: {exc.orig}") from None
 
 
