@@ -175,8 +175,8 @@ def aggregate(records: list[SampleRecord]) -> list[Metric]:
         out += present(rate_metric("contradiction_rate", [r for r in records if r.metadata.get("group") == group],
                                    "contradiction_rate", key="group", key_value=group))
     for label in ("safe", "unsafe"):
-        group = [r for r in records if r.metadata.get("label") == label]
-        out += present(rate_metric("stated_behaviour_agreement", group, "stated_behaviour_agrees",
+        labelled = [r for r in records if r.metadata.get("label") == label]
+        out += present(rate_metric("stated_behaviour_agreement", labelled, "stated_behaviour_agrees",
                                    key="label", key_value=label))
     return out + counts(records)
 

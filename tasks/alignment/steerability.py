@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 from harness.data import file_hash
 from harness.judge import attach
@@ -130,7 +131,7 @@ def metrics_for(records: list[SampleRecord], key: str = "", value: str = "") -> 
     def of(harm: str, condition: str) -> list[SampleRecord]:
         return [r for r in records if r.metadata.get("harm") == harm and r.metadata.get("condition") == condition]
 
-    kw = {"key": key, "key_value": value}
+    kw: dict[str, Any] = {"key": key, "key_value": value}
     return present(
         paired_delta("steerability", records, "harmful", "refused", 1.0, key, value),
         paired_delta("over_steering", records, "benign", "complied", -1.0, key, value),

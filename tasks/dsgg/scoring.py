@@ -118,7 +118,7 @@ def vidvrd_details(video: dict[str, Any], trs: list[dict[str, Any]], ground: boo
            "sub_traj": [video["boxes"].get(r["subject"], {}).get(str(f)) or none_box for f in range(a, b + 1)],
            "obj_traj": [video["boxes"].get(r["object"], {}).get(str(f)) or none_box for f in range(a, b + 1)]}
           for r in to_trs(video) for a, b in r["spans"]]
-    pred = []
+    pred: list[dict[str, Any]] = []
     n = sum(len(r["spans"]) for r in trs)
     for r in trs:
         for a, b in r["spans"]:

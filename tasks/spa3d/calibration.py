@@ -32,7 +32,9 @@ class Calibration:
     videos: int
 
     def z_scores(self, metrics: dict[str, float]) -> tuple[float, float]:
-        return tuple(float((metrics[c] - m) / s) for c, m, s in zip(CHANNELS, self.mean, self.std, strict=True))
+        position, visibility = (float((metrics[c] - m) / s)
+                                for c, m, s in zip(CHANNELS, self.mean, self.std, strict=True))
+        return position, visibility
 
     def realism(self, metrics: dict[str, float]) -> float:
         return -float(sum(self.z_scores(metrics)))
@@ -52,4 +54,5 @@ def fit_calibration(per_video: Sequence[dict[str, float]]) -> Calibration:
     if len(rows) < 2:
         raise ValueError(f"calibration needs at least 2 realistic videos with finite surprise, got {len(rows)}")
     std = np.maximum(rows.std(axis=0, ddof=1), 1e-12)  # a constant channel must not divide by zero
-    return Calibration(tuple(map(float, rows.mean(axis=0))), tuple(map(float, std)), len(rows))
+    mean = rows.mean(axis=0)
+    return Calibration((float(mean[0]), float(mean[1])), (float(std[0]), float(std[1])), len(rows))
