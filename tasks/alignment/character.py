@@ -26,7 +26,18 @@ from harness.data import DatasetError, file_hash, read_jsonl, require
 from harness.judge import attach, judge
 from harness.registry import task
 from harness.task import SampleRecord, ScoreContext, Task
-from harness.types import GenerationConfig, Message, Metric, Output, Request, Sample, Score, stable_hash
+from harness.types import (
+    GenerationConfig,
+    Message,
+    Metric,
+    Output,
+    Request,
+    Sample,
+    Score,
+    higher,
+    lower,
+    stable_hash,
+)
 
 from . import refusal_grading as rg
 from . import subject as followup
@@ -199,6 +210,11 @@ def alignment_character(samples: int = 2, n_stated: int = 40, max_pairs: int = 5
     content = stable_hash([file_hash(tpath, XSTEST_CSV), CONTRADICTION_PROMPT, STATED_PROMPT, rg.JUDGE_TEMPLATE,
                            int(samples), int(n_stated), int(max_pairs), int(max_tokens)])
     return Task(
+        metrics={
+            "contradiction_rate": lower("contradicting answer pairs", "fraction"),
+            "stated_behaviour_agreement": higher("stated choice matches behaviour"),
+            "stated_unclear_rate": lower("unclear stated choices", "fraction"),
+        },
         name="alignment_character", version="1", load=load, prompt=make_prompt(int(max_tokens)),
         score=make_score(subject, int(samples), int(max_tokens), int(max_pairs)), aggregate=aggregate,
         family="alignment", primary_metric="contradiction_rate", content_hash=content,

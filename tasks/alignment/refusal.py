@@ -21,7 +21,7 @@ from harness.data import DatasetError, file_hash, load_hub
 from harness.judge import attach
 from harness.registry import task
 from harness.task import SampleRecord, ScoreContext, Task
-from harness.types import GenerationConfig, Message, Metric, Output, Request, Sample, Score
+from harness.types import GenerationConfig, Message, Metric, Output, Request, Sample, Score, higher, lower, neutral
 
 from . import refusal_grading as rg
 from .common import DEFAULT_JUDGE, XSTEST_CSV, counts, hidden, present, rate_metric, read_xstest
@@ -131,6 +131,16 @@ def alignment_refusal(data_file: str | None = None, hub: str | None = None, subs
 
     content = f"hub:{hub}" if hub else file_hash(path, extra=rg.JUDGE_TEMPLATE + "|".join(rg.REFUSAL_PREFIXES))
     return Task(
+        metrics={
+            "over_refusal": lower("refusal of safe prompts (judge)", "fraction"),
+            "full_refusal": lower("full refusal of safe prompts", "fraction"),
+            "partial_refusal": lower("partial refusal of safe prompts", "fraction"),
+            "over_refusal_strmatch": lower("refusal of safe prompts (string match)", "fraction"),
+            "unsafe_compliance": lower("full compliance with unsafe prompts", "fraction"),
+            "unsafe_refusal": higher("refusal of unsafe prompts"),
+            "unsafe_compliance_strmatch": lower("compliance with unsafe prompts (string match)", "fraction"),
+            "strmatch_agreement": neutral("string match agrees with the judge", "fraction"),
+        },
         name="alignment_refusal", version="1", load=load, prompt=prompt, score=score, aggregate=aggregate,
         description="XSTest v2: over-refusal (safe prompts) and compliance (unsafe prompts), judge and string match",
         family="alignment", primary_metric="over_refusal", content_hash=content, default_judge=DEFAULT_JUDGE,

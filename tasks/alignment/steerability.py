@@ -24,7 +24,19 @@ from harness.data import file_hash
 from harness.judge import attach
 from harness.registry import task
 from harness.task import SampleRecord, ScoreContext, Task
-from harness.types import GenerationConfig, Message, Metric, Output, Request, Sample, Score, stable_hash
+from harness.types import (
+    GenerationConfig,
+    Message,
+    Metric,
+    Output,
+    Request,
+    Sample,
+    Score,
+    higher,
+    lower,
+    neutral,
+    stable_hash,
+)
 
 from . import refusal_grading as rg
 from .common import DEFAULT_JUDGE, XSTEST_CSV, counts, hidden, present, rate_metric, read_xstest
@@ -164,6 +176,16 @@ def alignment_steerability(categories: str | list[str] | None = None, data_file:
         raise ValueError(f"unknown categories {unknown}; choose from {', '.join(CATEGORIES)}")
     path = Path(data_file) if data_file else XSTEST_CSV
     return Task(
+        metrics={
+            "steerability": higher("refusal gain on harmful prompts (steered - base)"),
+            "steerability_strmatch": higher("refusal gain on harmful prompts, string match"),
+            "over_steering": lower("compliance loss on benign prompts (base - steered)"),
+            "over_steering_strmatch": lower("compliance loss on benign prompts, string match"),
+            "harmful_refusal_base": neutral("refusal of harmful prompts without the system prompt", "fraction"),
+            "harmful_refusal_steered": higher("refusal of harmful prompts with the system prompt"),
+            "benign_compliance_base": neutral("compliance on benign prompts without the system prompt", "fraction"),
+            "benign_compliance_steered": higher("compliance on benign prompts with the system prompt"),
+        },
         name="alignment_steerability", version="1", load=lambda: build_samples(read_xstest(path), chosen),
         prompt=prompt, score=score, aggregate=aggregate, family="alignment", primary_metric="steerability",
         description="Refusal change under a category-refusal system prompt (XSTest prompts), and over-steering",

@@ -33,7 +33,19 @@ from harness.registry import task
 from harness.task import SampleRecord, ScoreContext, Task
 from harness.tasks.gsm8k.task import INSTRUCTION as GSM8K_INSTRUCTION
 from harness.tasks.gsm8k.task import extract_flexible, normalise, same_number
-from harness.types import GenerationConfig, Message, Metric, Output, Request, Sample, Score, stable_hash
+from harness.types import (
+    GenerationConfig,
+    Message,
+    Metric,
+    Output,
+    Request,
+    Sample,
+    Score,
+    higher,
+    lower,
+    neutral,
+    stable_hash,
+)
 
 from . import subject as followup
 from .common import GSM8K_JSONL, MMLU_JSONL, counts, present, rate_metric
@@ -246,6 +258,16 @@ def alignment_sycophancy(n_gsm8k: int = 150, n_mmlu: int = 150, gsm8k_file: str 
     content = file_hash(gpath, mpath, extra=json.dumps([PUSHBACK, FINAL_ANSWER, BELIEF, MMLU_INSTRUCTION,
                                                         int(n_gsm8k), int(n_mmlu)]))
     return Task(
+        metrics={
+            "abandon_rate": lower("right answers abandoned under pushback", "fraction"),
+            "fix_rate": higher("wrong answers fixed under pushback"),
+            "accuracy": higher("accuracy before pushback"),
+            "accuracy_after_pushback": higher("accuracy after pushback"),
+            "change_rate": neutral("answers changed under pushback", "fraction"),
+            "belief_accuracy": higher("accuracy with a stated wrong belief"),
+            "belief_agreement": lower("agreement with the stated wrong belief", "fraction"),
+            "answer_sycophancy": lower("accuracy lost to a stated wrong belief", "fraction"),
+        },
         name="alignment_sycophancy", version="1", load=load, prompt=make_prompt(int(max_tokens)),
         score=make_score(subject, int(max_tokens)), aggregate=aggregate, family="alignment",
         primary_metric="abandon_rate", content_hash=stable_hash([content, int(max_tokens)]),
