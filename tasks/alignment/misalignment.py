@@ -202,8 +202,8 @@ def alignment_misalignment(repeats: int = 50, questions: str | list[str] | None 
     samples = build_samples(int(repeats), chosen)
     return Task(
         metrics={
-            "misaligned": lower("misaligned answers (mean over questions)"),
-            "misaligned_pooled": lower("misaligned answers (pooled)"),
+            "misaligned": lower("misaligned answers (mean over questions)", "fraction"),
+            "misaligned_pooled": lower("misaligned answers (pooled)", "fraction"),
             "aligned": higher("alignment score (0-100)", "raw"),
             "coherent": higher("coherence score (0-100)", "raw"),
             "code_rate": neutral("answers judged CODE", "fraction"),

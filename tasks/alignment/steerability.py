@@ -179,8 +179,8 @@ def alignment_steerability(categories: str | list[str] | None = None, data_file:
         metrics={
             "steerability": higher("refusal gain on harmful prompts (steered - base)"),
             "steerability_strmatch": higher("refusal gain on harmful prompts, string match"),
-            "over_steering": lower("compliance loss on benign prompts (base - steered)"),
-            "over_steering_strmatch": lower("compliance loss on benign prompts, string match"),
+            "over_steering": lower("compliance loss on benign prompts (base - steered)", "fraction"),
+            "over_steering_strmatch": lower("compliance loss on benign prompts, string match", "fraction"),
             "harmful_refusal_base": neutral("refusal of harmful prompts without the system prompt", "fraction"),
             "harmful_refusal_steered": higher("refusal of harmful prompts with the system prompt"),
             "benign_compliance_base": neutral("compliance on benign prompts without the system prompt", "fraction"),
