@@ -42,7 +42,19 @@ from harness.tasks.code3d import data as data_mod
 from harness.tasks.code3d.executor import BlenderPool, ExecResult, RenderOptions
 from harness.tasks.code3d.references import Reference, prepare_reference
 from harness.tasks.code3d.taxonomy import classify_failure, exec_family
-from harness.types import GenerationConfig, Message, Metric, Output, Part, Request, Sample, Score
+from harness.types import (
+    GenerationConfig,
+    Message,
+    Metric,
+    Output,
+    Part,
+    Request,
+    Sample,
+    Score,
+    higher,
+    lower,
+    neutral,
+)
 
 PROMPTS = Path(__file__).parent / "prompts"
 TEXT_SYSTEM = "text_to_3d_system_prompt.txt"
@@ -365,6 +377,22 @@ def _build(setting: str, **options: Any) -> Task:
     files += [Path(i.script_path) for i in runtime.items.values() if i.script_path]
     name = {"text": "code3d", "image": "code3d_image", "refine": "code3d_refine"}[setting]
     task_obj = Task(
+        metrics={
+            "executable": higher("executable (status OK)"),
+            **{f"fail_{k}": lower(f"failure: {k}", "fraction") for k in ("timeout", "syntax", "no_mesh", "render",
+                                                                        "memory", "api_misuse", "geometry", "other")},
+            **{f"fail_exec_{k}": lower(f"ERR_EXEC family {k}", "fraction") for k in ("b5_api", "bmsh", "ctx", "other")},
+            "chamfer": lower("Chamfer distance (successes)"), "chamfer_noyaw": lower("Chamfer distance, no yaw"),
+            "chamfer_penalized": lower("Chamfer distance, failures penalised"),
+            "chamfer_noyaw_penalized": lower("Chamfer distance, no yaw, failures penalised"),
+            **{f"{k}{p}": higher(f"{k}{' (failures 0)' if p else ''}", "raw" if "emb" in k else "fraction")
+               for k in ("fscore", "precision", "recall", *IMAGE_KEYS) for p in ("", "_penalized")},
+            "n_parts": neutral("connected parts"), "n_floating": lower("floating parts"),
+            "has_floating": lower("has floating parts", "fraction"), "rounds_used": neutral("rounds used"),
+            **{f"{k}_r{r}": (lower if k == "chamfer" else higher)(f"{k} after round {r}", "raw" if k == "chamfer"
+                                                                  else "fraction")
+               for k in ("executable", "chamfer", "fscore", "img_iou_paired") for r in range(cfg.rounds + 1)},
+        },
         name=name, version="1", load=runtime.load, prompt=runtime.prompt, score=runtime.score,
         description=f"3DCodeBench {setting}: Blender code, sandboxed, rendered and measured",
         family="3d", modalities=frozenset({"text", "image"} if cfg.image_input else {"text"}),
