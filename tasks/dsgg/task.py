@@ -21,7 +21,7 @@ from harness.task import ScoreContext, Task
 from harness.tasks.dsgg import data as D
 from harness.tasks.dsgg.trs import ParseError, build_prompt, parse_reply
 from harness.tasks.dsgg.vocab import AG_TRIVIAL, ag_objects, ag_predicates
-from harness.types import GenerationConfig, Message, Output, Part, Request, Sample, Score
+from harness.types import GenerationConfig, Message, Output, Part, Request, Sample, Score, higher, lower, neutral
 
 if TYPE_CHECKING:
     import numpy as np
@@ -152,6 +152,22 @@ def dsgg(dataset: str = "action-genome", data_dir: str | None = None, split: str
     content = hashlib.sha256(json.dumps([dataset, split, setting, VERSION, str(data_dir),
                                          _stat(data_dir)]).encode()).hexdigest()
     return Task(
+        metrics={
+            **{f"{r}@{k}{c}": higher(f"{r}@{k} ({g} graph constraint)") for r in ("R", "mR") for k in (10, 20, 50, 100)
+               for c, g in (("", "with"), ("_no", "no"), ("_semi", "semi"))},
+            "precision": higher("set precision"), "recall": higher("set recall"), "f1": higher("set F1"),
+            "redundancy": lower("redundancy (duplicates / predictions)", "fraction"),
+            "temporal_redundancy": lower("temporal redundancy", "fraction"),
+            "informative_recall": higher("informativeness-weighted recall"),
+            "trivial_rate": lower("predictions with a trivial predicate", "fraction"),
+            "triplet_precision": higher("triplet precision"), "triplet_recall": higher("triplet recall"),
+            "triplet_f1": higher("triplet F1"), "vidvrd_mAP": higher("VidVRD relation mAP"),
+            "vidvrd_R@50": higher("VidVRD R@50"), "vidvrd_R@100": higher("VidVRD R@100"),
+            **{f"vidvrd_tagging_P@{k}": higher(f"VidVRD tagging P@{k}") for k in (1, 5, 10)},
+            **{f"pvsg_{m}@{k}": higher(f"PVSG {m.replace('_', ' ')}@{k}") for k in (20, 50, 100)
+               for m in ("recall", "mean_recall", "weak_recall", "weak_mean_recall", "soft_recall", "soft_mean_recall")},
+            "parse_errors": lower("unparseable replies (count)"), "dropped_relations": neutral("relations dropped"),
+        },
         name="dsgg", version=VERSION, load=load, prompt=prompt, score=score,
         description=f"DSGG {dataset} ({setting}): Temporal Relation Sets, R@K / mR@K beside precision, F1, "
                     "redundancy and informativeness-weighted recall",
