@@ -262,11 +262,26 @@ def show_cmd(run: str, db: DbOpt = None) -> None:
               f"git={row.git_revision[:10]}")
     # what is stored, then every invocation that added to it (not the first one's --limit alone)
     con.print(f"samples stored: {row.n_done}")
+    kinds = _error_kinds(sessions, row.id)
+    if kinds:
+        con.print("errors by kind: " + ", ".join(f"{k}={v}" for k, v in kinds))
     for i, inv in enumerate(row.config.get("invocations") or [], 1):
         limit = "all" if inv.get("limit") is None else inv["limit"]
         con.print(f"  invocation {i}: {inv.get('at', '')} limit={limit} planned={inv.get('n_planned')} "
                   f"cache={'on' if inv.get('use_cache', True) else 'off'}")
     _print_metrics(con, sessions, row.id)
+
+
+def _error_kinds(sessions: Any, run_id: int) -> list[tuple[str, int]]:
+    from sqlalchemy import func, select
+
+    from harness.store.schema import SampleResultRow
+
+    with sessions() as s:
+        rows = s.execute(select(SampleResultRow.error_kind, func.count()).where(
+            SampleResultRow.run_id == run_id, SampleResultRow.error.is_not(None))
+            .group_by(SampleResultRow.error_kind).order_by(SampleResultRow.error_kind)).all()
+    return [(str(kind or "error"), int(n)) for kind, n in rows]
 
 
 @app.command("compare")

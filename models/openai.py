@@ -339,6 +339,25 @@ def status_error(url: str, status: int, headers: dict[str, str], raw: bytes) -> 
     return cls(text, response=response, body=err)
 
 
+def error_kind(exc: BaseException) -> str:
+    """What kind of failure a sample met, kept per sample and counted on the run page: rate_limit
+    (429), server (5xx), timeout, connection (reset, refused, DNS), bad_response (unparseable or
+    malformed body), client (other 4xx), else model."""
+    import openai
+
+    if isinstance(exc, openai.RateLimitError):
+        return "rate_limit"
+    if isinstance(exc, openai.APITimeoutError | TimeoutError):
+        return "timeout"
+    if isinstance(exc, openai.APIConnectionError | ConnectionError):
+        return "connection"
+    if isinstance(exc, openai.APIResponseValidationError | ValueError):
+        return "bad_response"
+    if isinstance(exc, openai.APIStatusError):
+        return "server" if exc.status_code >= 500 else "client"
+    return "model"
+
+
 def retry_after(headers: Any) -> float | None:
     """Seconds the server asked us to wait: ``retry-after-ms``, ``Retry-After`` seconds or HTTP date."""
     ms = headers.get("retry-after-ms")
@@ -439,11 +458,12 @@ class OpenAIModel:
                 else:
                     path, body = request_body(request, self.settings)
             except (media.MediaError, ValueError) as exc:
-                return Output(error=f"input: {exc}")
+                return Output(error=f"input: {exc}", details={"error_kind": "input"})
             try:
                 return await self._post_with_retries(http, path, body, started)
             except Exception as exc:  # never fail the other requests of a batch over one
-                return Output(error=_one_line(exc), usage=Usage(seconds=time.perf_counter() - started))
+                return Output(error=_one_line(exc), usage=Usage(seconds=time.perf_counter() - started),
+                              details={"error_kind": error_kind(exc)})
 
     async def _post_with_retries(self, http: Any, path: str, body: dict[str, Any], started: float) -> Output:
         import aiohttp
@@ -486,7 +506,7 @@ class OpenAIModel:
             await asyncio.sleep(self._backoff(attempt, wait_hint))
         assert error is not None
         return Output(error=_one_line(error), usage=Usage(seconds=time.perf_counter() - started),
-                      details={"attempts": attempts})
+                      details={"attempts": attempts, "error_kind": error_kind(error)})
 
     def _backoff(self, attempt: int, server_hint: float | None) -> float:
         if server_hint is not None:
@@ -501,7 +521,7 @@ class OpenAIModel:
             text, logprobs, n_in, n_out, details = parse_reply(data, self.settings.mode)
         except _BadReply as exc:
             return Output(error=f"APIResponseValidationError: {exc}", usage=Usage(seconds=seconds),
-                          details={"attempts": attempts})
+                          details={"attempts": attempts, "error_kind": "bad_response"})
         if attempts > 1:
             details["attempts"] = attempts
         cost = (n_in * self.price_in + n_out * self.price_out) / 1_000_000

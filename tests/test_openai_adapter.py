@@ -255,7 +255,7 @@ def test_persistent_500_becomes_an_output_error(scripted_server):
     assert len(scripted_server.requests) == 6
     for out in out_list:
         assert out.error == "InternalServerError: HTTP 500: scripted 500"
-        assert out.details["attempts"] == 3 and out.text == ""
+        assert out.details["attempts"] == 3 and out.text == "" and out.details["error_kind"] == "server"
 
 
 def test_timeout_is_retried(scripted_server):
@@ -268,13 +268,14 @@ def test_timeout_is_retried(scripted_server):
     scripted_server.slow(3.0, times=2)
     (out,) = ask(make_model(scripted_server, timeout=0.2, max_retries=1), text_request())
     assert out.error.startswith("APITimeoutError") and out.details["attempts"] == 2
+    assert out.details["error_kind"] == "timeout"
 
 
 def test_client_errors_are_not_retried(scripted_server):
     scripted_server.fail(400, times=None, body={"error": {"message": "bad max_tokens", "type": "invalid"}})
     (out,) = ask(make_model(scripted_server), text_request())
     assert out.error == "BadRequestError: HTTP 400: bad max_tokens"
-    assert len(scripted_server.requests) == 1
+    assert len(scripted_server.requests) == 1 and out.details["error_kind"] == "client"
 
 
 def test_garbled_reply_is_retried_then_an_error(scripted_server):
@@ -285,13 +286,14 @@ def test_garbled_reply_is_retried_then_an_error(scripted_server):
     scripted_server.garble(times=None)
     (out,) = ask(make_model(scripted_server, max_retries=1), text_request())
     assert out.error.startswith("APIResponseValidationError: reply is not valid JSON")
-    assert len(scripted_server.requests) == 2
+    assert len(scripted_server.requests) == 2 and out.details["error_kind"] == "bad_response"
 
 
 def test_reply_without_choices_is_an_error(scripted_server):
     scripted_server.set_reply(lambda body: Reply(raw={"id": "x", "object": "chat.completion", "choices": []}))
     (out,) = ask(make_model(scripted_server), text_request())
     assert out.error.startswith("APIResponseValidationError: reply has no choices")
+    assert out.details["error_kind"] == "bad_response"
 
 
 def test_connection_refused_is_an_output_error():
@@ -417,3 +419,20 @@ def test_model_survives_a_second_event_loop(scripted_server):
     assert asyncio.run(model.generate([text_request()]))[0].text == "ok"
     assert asyncio.run(model.generate([text_request()]))[0].text == "ok"  # a new session for the new loop
     asyncio.run(model.aclose())
+
+
+def test_each_failure_keeps_its_kind(scripted_server):
+    """A 429 that never clears is a rate limit and a refused connection is a connection failure:
+    the kind is kept per sample (the runner stores it as error_kind), not flattened to "model"."""
+    scripted_server.fail(429, times=None)
+    (out,) = ask(make_model(scripted_server, max_retries=0), text_request())
+    assert out.error.startswith("RateLimitError") and out.details["error_kind"] == "rate_limit"
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        closed = s.getsockname()[1]  # nothing listens here once the socket is closed
+    refused = build_model("openai:test", {"base_url": f"http://127.0.0.1:{closed}/v1", "retry_base": 0.01,
+                                          "max_retries": 0})
+    (out,) = ask(refused, text_request())
+    assert out.error.startswith("APIConnectionError") and out.details["error_kind"] == "connection"

@@ -63,7 +63,7 @@ def test_eval_into_sqlite_with_a_garbled_sample(scripted_server, gsm8k_prompts, 
     stored = rows(sqlite_url)
     assert len(stored) == 20 and len({r.sample_id for r in stored}) == 20
     (bad,) = [r for r in stored if r.error is not None]
-    assert bad.sample_id == broken_id and bad.error_kind == "model"
+    assert bad.sample_id == broken_id and bad.error_kind == "bad_response"  # the kind, not just "model"
     assert bad.error.startswith("APIResponseValidationError: reply is not valid JSON")
     # the other 19 hold exactly what the server said, scored against the truth
     expected = correct_with_probability(0.6, right=lambda b: "right", wrong=lambda b: "wrong", seed=7)
