@@ -165,7 +165,8 @@ def dsgg(dataset: str = "action-genome", data_dir: str | None = None, split: str
             "vidvrd_R@50": higher("VidVRD R@50"), "vidvrd_R@100": higher("VidVRD R@100"),
             **{f"vidvrd_tagging_P@{k}": higher(f"VidVRD tagging P@{k}") for k in (1, 5, 10)},
             **{f"pvsg_{m}@{k}": higher(f"PVSG {m.replace('_', ' ')}@{k}") for k in (20, 50, 100)
-               for m in ("recall", "mean_recall", "weak_recall", "weak_mean_recall", "soft_recall", "soft_mean_recall")},
+               for m in ("recall", "mean_recall", "weak_recall", "weak_mean_recall", "soft_recall",
+                         "soft_mean_recall")},
             "parse_errors": lower("unparseable replies (count)"), "dropped_relations": neutral("relations dropped"),
         },
         name="dsgg", version=VERSION, load=load, prompt=prompt, score=score,
