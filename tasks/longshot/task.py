@@ -29,7 +29,19 @@ from harness.data import DatasetError, file_hash, load_hub, read_jsonl
 from harness.judge import attach
 from harness.registry import task
 from harness.task import SampleRecord, ScoreContext, Task
-from harness.types import GenerationConfig, Message, Metric, Output, Part, Request, Sample, Score, stable_hash
+from harness.types import (
+    GenerationConfig,
+    Message,
+    Metric,
+    Output,
+    Part,
+    Request,
+    Sample,
+    Score,
+    higher,
+    neutral,
+    stable_hash,
+)
 
 from . import media, rubric
 from .items import items_samples
@@ -218,6 +230,11 @@ def longshot(data_dir: str | None = None, data_file: str | None = None, media_di
     else:
         content = stable_hash({"hub": hub, "config": hub_config, "split": split, **settings})
     return Task(
+        metrics={
+            **{f"{m}{v}": higher(f"{m.replace('_', ' ')}{' (penalties subtracted)' if v else ''} (%)", "percent")
+               for m in ("overall", "accuracy", "micro_accuracy") for v in ("", "_penalized")},
+            "turn_score": higher("mean per-turn score (%)", "percent"), "items": neutral("items scored"),
+        },
         name="longshot", version=PROTOCOL_VERSION, load=load, prompt=prompt, score=score,
         description="LongShOTBench: long omni-modal video QA; rubric-weighted LLM-judge scoring",
         family="video", modalities=MEDIA_MODES[media_mode], primary_metric="overall",
