@@ -48,7 +48,8 @@ def record_episode(seed: int, goal: str | None, max_steps: int, corrupt: float) 
             "corrupted": corrupted, "unlocked": list(world.unlocked)}
 
 
-def record(goals: Sequence[str | None], episodes: int, seed: int, max_steps: int, corrupt: float) -> list[dict[str, Any]]:
+def record(goals: Sequence[str | None], episodes: int, seed: int, max_steps: int,
+           corrupt: float) -> list[dict[str, Any]]:
     """``episodes`` demonstrations per goal, on seeds ``seed, seed+1, ...`` (one world per episode)."""
     out = []
     k = 0
@@ -74,7 +75,8 @@ def read(path: str | Path) -> list[dict[str, Any]]:
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise DemoError(f"cannot read demonstrations {p}: {type(exc).__name__}") from None
     if not isinstance(head, dict) or head.get("format") != FORMAT:
-        raise DemoError(f"{p} is not a {FORMAT} file (format {head.get('format') if isinstance(head, dict) else None!r}); "
+        found = head.get("format") if isinstance(head, dict) else None
+        raise DemoError(f"{p} is not a {FORMAT} file (format {found!r}); "
                         "record it again with `harness agents record`")
     if head.get("crafter") != CRAFTER_VERSION:
         raise DemoError(f"{p} was recorded with crafter {head.get('crafter')}, this is {CRAFTER_VERSION}: "

@@ -23,7 +23,8 @@ MOVES = {"left": (-1, 0), "right": (1, 0), "up": (0, -1), "down": (0, 1)}
 COLLECT = {"wood": ("tree", None), "sapling": ("grass", None), "drink": ("water", None),
            "stone": ("stone", "wood_pickaxe"), "coal": ("coal", "wood_pickaxe"), "iron": ("iron", "stone_pickaxe"),
            "diamond": ("diamond", "iron_pickaxe")}  # fmt: skip
-PLACE = {"stone": ({"stone": 1}, {"grass", "sand", "path", "water", "lava"}), "table": ({"wood": 1}, {"grass", "sand", "path"}),
+PLACE = {"stone": ({"stone": 1}, {"grass", "sand", "path", "water", "lava"}),
+         "table": ({"wood": 1}, {"grass", "sand", "path"}),
          "furnace": ({"stone": 1}, {"grass", "sand", "path"}), "plant": ({"sapling": 1}, {"grass"})}  # fmt: skip
 MAKE = {"wood_pickaxe": ({"wood": 1}, ("table",)), "stone_pickaxe": ({"wood": 1, "stone": 1}, ("table",)),
         "iron_pickaxe": ({"wood": 1, "coal": 1, "iron": 1}, ("table", "furnace")),
@@ -170,7 +171,7 @@ def path_to(obs: Observation, targets: set[str]) -> str | None:
     queue: deque[tuple[tuple[int, int], str | None]] = deque([(start, None)])
     while queue:
         (x, y), first = queue.popleft()
-        for d, (dx, dy) in MOVES.items():
+        for dx, dy in MOVES.values():
             nx, ny = x + dx, y + dy
             if _tile(obs, nx, ny) in targets:
                 return first or "here"
@@ -244,8 +245,10 @@ def expert_action(obs: Observation, seed: int = 0) -> tuple[str, Primitive]:
     if any(_tile(obs, cx + dx, cy + dy) == "zombie" for dx, dy in MOVES.values()):
         prim = Primitive("attack", "zombie")  # a zombie next to us: fight it off before anything else
     else:
-        achievement = (obs.goal or "").strip().replace(" ", "_")
-        achievement = GOAL_ACHIEVEMENT.get(obs.goal or "", achievement) if obs.goal else free_play_goal(obs, obs.unlocked)
+        if obs.goal:
+            achievement = GOAL_ACHIEVEMENT.get(obs.goal, obs.goal.strip().replace(" ", "_"))
+        else:
+            achievement = free_play_goal(obs, obs.unlocked)
         prim = primitive_for(achievement, obs)
     action = act(prim, obs, seed)
     assert action in ACTIONS, action

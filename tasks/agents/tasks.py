@@ -82,7 +82,8 @@ def _common(options: dict[str, Any], default_steps: int) -> tuple[int, int, Epis
     return episodes, seed, cfg
 
 
-def _train_split(options: dict[str, Any], goals: list[str | None], max_steps: int) -> tuple[Callable[[], list[Sample]], str]:
+def _train_split(options: dict[str, Any], goals: list[str | None],
+                 max_steps: int) -> tuple[Callable[[], list[Sample]], str]:
     from harness.tasks.agents import demos
 
     path = options.pop("demos", None)
@@ -115,7 +116,8 @@ def _details(traj: dict[str, Any]) -> dict[str, Any]:
     return {**traj, "media": media}
 
 
-async def _score_episode(sample: Sample, output: Output, ctx: ScoreContext, cfg: EpisodeConfig) -> tuple[dict[str, Any], Score | None]:
+async def _score_episode(sample: Sample, output: Output, ctx: ScoreContext,
+                         cfg: EpisodeConfig) -> tuple[dict[str, Any], Score | None]:
     if ctx.model is None:
         return {}, Score.not_scored("no model to play the episode (score through a run)")
     traj = await play(sample, output, ctx.model, cfg, ctx.run_id)
@@ -127,7 +129,8 @@ async def _score_episode(sample: Sample, output: Output, ctx: ScoreContext, cfg:
 _EPISODE_METRICS = {
     "reward": higher("reward", scale="raw"), "length": neutral("episode length", scale="raw"),
     "illegal_actions": lower("illegal actions per episode", scale="raw"),
-    "illegal_rate": lower("illegal action rate", scale="fraction"), "model_errors": lower("model errors per episode", scale="raw"),
+    "illegal_rate": lower("illegal action rate", scale="fraction"),
+    "model_errors": lower("model errors per episode", scale="raw"),
     "seconds_per_step": lower("seconds per step", scale="raw"),
 }
 

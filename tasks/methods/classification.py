@@ -21,7 +21,7 @@ from collections import defaultdict
 from harness.registry import task
 from harness.task import SampleRecord, ScoreContext, Task
 from harness.tasks.methods.data import load_table, to_sample
-from harness.types import GenerationConfig, Metric, Output, Request, Sample, Score, stable_hash
+from harness.types import GenerationConfig, Metric, Output, Request, Sample, Score, higher, lower, neutral, stable_hash
 
 _INT = re.compile(r"-?\d+")
 DATASETS = {"digits": "handwritten digits, 8x8 grey images (0-16)", "breast_cancer": "breast cancer (Wisconsin)",
@@ -127,6 +127,13 @@ def make_task(name: str, split_seed: int = 0, train_limit: int | None = None, te
     import sklearn
 
     t = Task(
+        metrics={
+            **{f"{m}{s}": higher(f"{m.replace('_', ' ')}{' (mean over seeds)' if s else ''}")
+               for m in ("soft_accuracy", "hard_accuracy") for s in ("", "_over_seeds")},
+            "gap": lower("soft - hard accuracy", "fraction"), "gap_over_seeds": lower("gap (mean over seeds)", "fraction"),
+            "concept_sparsity": neutral("inactive concepts", "fraction"),
+            "concept_sparsity_over_seeds": neutral("inactive concepts (mean over seeds)", "fraction"),
+        },
         name=f"methods_{name}", version="1", load=lambda: split()[1], prompt=prompt, score=score,
         description=f"{DATASETS[name]}: soft/hard accuracy of binary networks, gap, concept sparsity",
         family="methods", modalities=frozenset({"text"}), primary_metric="hard_accuracy",

@@ -18,7 +18,7 @@ import re
 from harness.registry import task
 from harness.task import SampleRecord, ScoreContext, Task
 from harness.tasks.methods.data import Table, blobs, load_table, to_sample
-from harness.types import GenerationConfig, Metric, Output, Request, Sample, Score, stable_hash
+from harness.types import GenerationConfig, Metric, Output, Request, Sample, Score, higher, lower, neutral, stable_hash
 
 _INT = re.compile(r"-?\d+")
 BOOTSTRAP = 200
@@ -97,6 +97,9 @@ def make_task(name: str, table_fn: object, k: int, content: dict, description: s
     import sklearn
 
     return Task(name=name, version="1", load=load, prompt=prompt, score=score, description=description,
+                metrics={"objective": lower("k-means objective (inertia)"), "ari": higher("adjusted Rand index"),
+                         "nmi": higher("normalised mutual information"), "seconds": lower("fit seconds"),
+                         "iterations": neutral("iterations"), "clusters_used": neutral("clusters used")},
                 family="methods", primary_metric="objective", aggregate=lambda recs: cluster_metrics(recs),
                 train=load, content_hash=stable_hash({**content, "sklearn": sklearn.__version__, "v": 1}),
                 options=content)
