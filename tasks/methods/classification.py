@@ -130,7 +130,8 @@ def make_task(name: str, split_seed: int = 0, train_limit: int | None = None, te
         metrics={
             **{f"{m}{s}": higher(f"{m.replace('_', ' ')}{' (mean over seeds)' if s else ''}")
                for m in ("soft_accuracy", "hard_accuracy") for s in ("", "_over_seeds")},
-            "gap": lower("soft - hard accuracy", "fraction"), "gap_over_seeds": lower("gap (mean over seeds)", "fraction"),
+            "gap": lower("soft - hard accuracy", "fraction"),
+            "gap_over_seeds": lower("gap (mean over seeds)", "fraction"),
             "concept_sparsity": neutral("inactive concepts", "fraction"),
             "concept_sparsity_over_seeds": neutral("inactive concepts (mean over seeds)", "fraction"),
         },
