@@ -49,7 +49,19 @@ from harness.tasks.partverse.data import (
 from harness.tasks.partverse.geometry import geometric_iou
 from harness.tasks.partverse.judge import JUDGE_SPEC, judge_caption
 from harness.tasks.partverse.points import POINTS_MODES, PointCloudError, rendered_view_path
-from harness.types import GenerationConfig, Message, Metric, Output, Part, Request, Sample, Score
+from harness.types import (
+    GenerationConfig,
+    Message,
+    Metric,
+    Output,
+    Part,
+    Request,
+    Sample,
+    Score,
+    higher,
+    lower,
+    neutral,
+)
 
 VERSION = "1"
 C2S_FILES = ("eval_c2s.json", "heldout_c2s_392.json")
@@ -254,6 +266,19 @@ def _caption_task(name: str, description: str, source: Source, build: Callable[[
 
     ref: list[Task] = []
     t = Task(
+        metrics={
+            JUDGE_METRIC: higher("judge score (0-100)", "percent"),
+            **{m: higher(m) for m in ("bleu-1", "bleu-2", "bleu-3", "bleu-4", "rouge-1", "rouge-2", "rouge-l", "meteor",
+                                      "word_f1", "exact_norm_match")},
+            **{m: higher(m.replace("_", " "), "raw") for m in ("minilm_similarity", "embedding_similarity",
+                                                             "sbert_similarity", "simcse_similarity")},
+            "judge_unscored": lower("unparsed judge replies (count)"),
+            # spread of the per-epoch means: describes the runs, better in neither direction
+            **{f"{m}_run_std": neutral(f"{m} std over runs") for m in (
+                JUDGE_METRIC, "bleu-1", "bleu-2", "bleu-3", "bleu-4", "rouge-1", "rouge-2", "rouge-l", "meteor",
+                "word_f1", "exact_norm_match", "minilm_similarity", "embedding_similarity", "sbert_similarity",
+                "simcse_similarity")},
+        },
         name=name, version=VERSION, load=load, prompt=make_prompt(config, points),
         score=make_caption_scorer(metrics, use_judge, word_overlap), description=description, family="3d",
         modalities=modalities_for(points, source), primary_metric=JUDGE_METRIC if use_judge else "bleu-1",
@@ -277,7 +302,10 @@ def partverse_c2s(data_dir: str | None = None, file: str | None = None, hub: str
         return unique_ids(partverse_sample(row, where, "c2s", source.clouds) for where, row in source.rows())
 
     return Task(
-        name="partverse_c2s", version=VERSION, load=load, prompt=make_prompt(C2S_CONFIG, points),
+        name="partverse_c2s",
+        metrics={"jaccard": higher("slot-set Jaccard"), "exact_match": higher("exact slot match"),
+                 "patch_iou": higher("patch-mask IoU"), "point_iou": higher("point-mask IoU")},
+        version=VERSION, load=load, prompt=make_prompt(C2S_CONFIG, points),
         score=score_c2s, description="PartVerse-QA C2S: slot-set Jaccard and exact match, greedy",
         family="3d", modalities=modalities_for(points, source), primary_metric="jaccard",
         content_hash=source.content_hash(f"c2s|{points}"),
