@@ -13,7 +13,7 @@ from pathlib import Path
 from harness.data import DatasetError, file_hash, read_jsonl, require
 from harness.registry import task
 from harness.task import ScoreContext, Task
-from harness.types import GenerationConfig, Message, Output, Request, Sample, Score
+from harness.types import GenerationConfig, Message, Output, Request, Sample, Score, higher
 
 
 def _norm(text: str, on: bool) -> str:
@@ -51,6 +51,7 @@ def qa(path: str | None = None, input_field: str = "input", target_field: str = 
     return Task(
         name="qa", version="1", load=load, prompt=prompt, score=score, family="text",
         description=f"exact match on {file.name}", primary_metric="exact_match",
+        metrics={"exact_match": higher("exact match")},
         breakdowns=tuple(b for b in breakdowns.split(",") if b),
         content_hash=file_hash(file, extra=f"{input_field}|{target_field}|{system}|{normalise}"),
     )

@@ -27,7 +27,7 @@ from harness.task import ScoreContext, Task
 from harness.tasks.reliability import select
 from harness.tasks.reliability.humaneval import humaneval_program, refusal, score_humaneval  # noqa: F401 (re-exported)
 from harness.tasks.reliability.pass_at_k import pass_at_k_metrics
-from harness.types import GenerationConfig, Message, Output, Request, Sample, Score
+from harness.types import GenerationConfig, Message, Output, Request, Sample, Score, higher
 
 LETTERS = "ABCDEFGHIJ"
 MMLU_INSTRUCTION = (
@@ -145,6 +145,9 @@ def _prompt(max_tokens: int) -> Callable[[Sample], Request]:
 def _make(name: str, samples: list[Sample], content: str, score: Any, description: str,
           breakdowns: tuple[str, ...] = (), max_tokens: int = 512) -> Task:
     return Task(name=name, version="1", load=lambda: samples, prompt=_prompt(max_tokens), score=score,
+                metrics={"correct": higher("correct"), "accuracy": higher("accuracy"),
+                         "exact_match": higher("exact match"),
+                         **{f"pass@{k}": higher(f"pass@{k}") for k in (1, 10, 100)}},
                 description=description, family="reliability", primary_metric="correct", content_hash=content,
                 breakdowns=breakdowns)
 
