@@ -18,7 +18,19 @@ from pathlib import Path
 from harness.data import DatasetError, read_jsonl
 from harness.registry import task
 from harness.task import SampleRecord, ScoreContext, Task
-from harness.types import GenerationConfig, Message, Metric, Output, Part, Request, Sample, Score
+from harness.types import (
+    GenerationConfig,
+    Message,
+    Metric,
+    Output,
+    Part,
+    Request,
+    Sample,
+    Score,
+    higher,
+    lower,
+    neutral,
+)
 
 HERE = Path(__file__).parent
 VIDEOPHY2_EXAMPLE = HERE / "data" / "videophy2" / "output_pc.csv"
@@ -170,7 +182,13 @@ def spa3d_pairs(manifest: str | None = None, train_dir: str | None = None, n_per
         return load_pairs(path or synthetic_pairs_manifest(n_per_violation, seed))
 
     t = Task(
-        name="spa3d_pairs", version="1", load=load, prompt=prompt, score=score_pair,
+        name="spa3d_pairs",
+        metrics={"accuracy": higher("realistic video scored more realistic (ties half)"),
+                 "accuracy_error": higher("realistic video has the lower 3D error (ties half)"),
+                 "auroc": higher("AUROC realistic vs violating"), "margin": higher("realism margin", "raw"),
+                 "realism_realistic": neutral("realism of the realistic video"),
+                 "realism_violated": neutral("realism of the violating video")},
+        version="1", load=load, prompt=prompt, score=score_pair,
         description="3DSPA physics-violation detection on matched pairs", family="video",
         modalities=frozenset({"points", "video"}), primary_metric="accuracy", breakdowns=("violation",),
         aggregate=None, content_hash=f"manifest:{path}" if path else f"synthetic-v1:{seed}:{n_per_violation}",
@@ -266,7 +284,20 @@ def spa3d_ratings(ratings_file: str | None = None, media_dir: str | None = None,
     media = Path(media_dir) if media_dir else path.parent
     ref: list[Task] = []
     t = Task(
-        name="spa3d_ratings", version="1", load=lambda: load_ratings(path, media, column), prompt=prompt,
+        name="spa3d_ratings",
+        metrics={"spearman": higher("Spearman with human ratings", "raw"),
+                 "pearson": higher("Pearson with human ratings", "raw"),
+            # per-video reconstruction quality of the scorer (TAPVid-3D metrics) and what it reports
+            **{f"{m}_{px}": higher(f"{m.replace('_', ' ')} at {px} px") for m in ("pts_within", "jaccard")
+               for px in (1, 2, 4, 8, 16)},
+            "average_jaccard": higher("average Jaccard"), "average_pts_within_thresh": higher("average pts within"),
+            "occlusion_accuracy": higher("occlusion accuracy"), "error": lower("3D error"),
+            "error_rel": lower("3D error / track RMS"),
+            # properties of the videos, not of the scorer's quality: shown, never ranked
+            "realism": neutral("realism score"), "human": neutral("human rating"), "calibrated": neutral("calibrated"),
+            "position_surprise": neutral("position surprise"), "visibility_surprise": neutral("visibility surprise"),
+        },
+        version="1", load=lambda: load_ratings(path, media, column), prompt=prompt,
         score=score_single, description="3DSPA realism vs human ratings (Spearman / Pearson)", family="video",
         modalities=frozenset({"points", "video"}), primary_metric="spearman", content_hash=f"ratings:{path}:{column}",
         train=train_split(train_dir, n_train), options={"ratings_file": str(path), "column": column},
@@ -288,7 +319,19 @@ def spa3d_recon(track_dir: str | None = None, train_dir: str | None = None, n_te
         return track_samples(Path(track_dir) if track_dir else synthetic_realistic_dir(n_test, seed))
 
     return Task(
-        name="spa3d_recon", version="1", load=load, prompt=prompt, score=score_single,
+        name="spa3d_recon",
+        metrics={
+            # per-video reconstruction quality of the scorer (TAPVid-3D metrics) and what it reports
+            **{f"{m}_{px}": higher(f"{m.replace('_', ' ')} at {px} px") for m in ("pts_within", "jaccard")
+               for px in (1, 2, 4, 8, 16)},
+            "average_jaccard": higher("average Jaccard"), "average_pts_within_thresh": higher("average pts within"),
+            "occlusion_accuracy": higher("occlusion accuracy"), "error": lower("3D error"),
+            "error_rel": lower("3D error / track RMS"),
+            # properties of the videos, not of the scorer's quality: shown, never ranked
+            "realism": neutral("realism score"), "human": neutral("human rating"), "calibrated": neutral("calibrated"),
+            "position_surprise": neutral("position surprise"), "visibility_surprise": neutral("visibility surprise"),
+        },
+        version="1", load=load, prompt=prompt, score=score_single,
         description="3DSPA query-track reconstruction (TAPVid-3D metrics)", family="video",
         modalities=frozenset({"points", "video"}), primary_metric="average_jaccard",
         content_hash=f"tracks:{track_dir}" if track_dir else f"synthetic-v1:{seed}:{n_test}",
