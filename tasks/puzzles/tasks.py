@@ -70,7 +70,8 @@ def score_maze(sample: Sample, output: Output, ctx: ScoreContext) -> Score:
     values = {"exact": float(is_shortest_path(m, cells)), "cell_accuracy": 1.0 - wrong / (n * n)}
     if "steps" in pred:
         values["steps_to_converge"] = float(pred["steps"])
-    return Score(values=values, details={"predicted_cells": len(cells), "path_cells": len(ref)})
+    return Score(values=values, details={"predicted_cells": len(cells), "path_cells": len(ref),
+                                         "fit": output.details.get("fit")})
 
 
 def score_sudoku(sample: Sample, output: Output, ctx: ScoreContext) -> Score:
@@ -89,7 +90,7 @@ def score_sudoku(sample: Sample, output: Output, ctx: ScoreContext) -> Score:
     values = {"exact": float(is_solution(puzzle, grid)), "cell_accuracy": right / max(len(blanks), 1)}
     if "steps" in pred:
         values["steps_to_converge"] = float(pred["steps"])
-    return Score(values=values)
+    return Score(values=values, details={"fit": output.details.get("fit")})
 
 
 @task("maze_path", description="Maze shortest path (BFS target): exact match, cell accuracy, by grid size "
