@@ -144,6 +144,8 @@ def eval_cmd(
         f"{summary.n_new} new, {summary.n_skipped} already done, {summary.n_errors} errors, "
         f"{summary.n_unscored} unscored, {summary.seconds:.1f}s"
     )
+    if summary.n_held_elsewhere:
+        con.print(f"{summary.n_held_elsewhere} samples were left to another process working on this run")
     if summary.errors:
         con.print("errors by kind: " + ", ".join(f"{k}={v}" for k, v in sorted(summary.errors.items())))
     _print_metrics(con, sessions, summary.run_id, breakdowns=False)

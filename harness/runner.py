@@ -31,7 +31,7 @@ from harness.model import FitModel, Model
 from harness.modelspec import alias_settings, build_model
 from harness.registry import lookup
 from harness.sanitize import clean, clean_row
-from harness.store import ops
+from harness.store import leases, ops
 from harness.store.db import open_db
 from harness.store.schema import RunRow, utcnow
 from harness.task import ScoreContext, Task
@@ -103,6 +103,7 @@ class RunSummary:
     seconds: float
     metrics: list[Metric]
     errors: dict[str, int] = field(default_factory=dict)  # error kind -> count
+    n_held_elsewhere: int = 0  # samples another live process was working on (left to it)
 
 
 def _first_leaf(group: BaseExceptionGroup) -> BaseException:
@@ -210,6 +211,8 @@ class Runner:
         self.client: ModelClient | None = None
         self.unwritten = 0  # finished samples a failed write lost (the run then fails loudly)
         self.final_status = "running"
+        self.owner = leases.new_owner()  # this process's name on the sample leases it claims
+        self.n_held_elsewhere = 0  # samples left to another live process working on the same run
 
     # ---- setup -------------------------------------------------------------------------------
     def _client(self, model: Model, settings: dict[str, Any], **kwargs: Any) -> ModelClient:
@@ -384,6 +387,7 @@ class Runner:
                     ops.cache_put(s, cache_rows)
                     ops.write_judgements(s, judgements)
                     ops.refresh_run_counts(s, run_id)
+                    leases.renew(s, run_id, self.owner)
                 return
             except Exception as exc:  # a bad value (NUL, lone surrogate) or a busy/broken database
                 last = exc
@@ -431,6 +435,12 @@ class Runner:
         """Build the requests of a window of samples and look their replies up in the cache with one
         query (a lookup per sample would cost an SQL round trip each at batch_size 1)."""
         ready: list[_Item] = []
+        with self.sessions.begin() as s:
+            mine = leases.claim(s, run_id, self.owner, [(i.sample.id, i.epoch) for i in window])
+        if len(mine) < len(window):
+            # another live process holds these samples of the same run: leave them to it
+            self.n_held_elsewhere += len(window) - len(mine)
+            window = [i for i in window if (i.sample.id, i.epoch) in mine]
         for item in window:
             try:
                 item.request = self._request(item, client)
@@ -532,7 +542,8 @@ class Runner:
         if error is not None:
             raise error
         return RunSummary(run.id, run.name, self.final_status, len(planned), n_skipped, self.n_new, self.n_err,
-                          self.n_unscored, time.perf_counter() - t_start, metrics, self.error_kinds)
+                          self.n_unscored, time.perf_counter() - t_start, metrics, self.error_kinds,
+                          self.n_held_elsewhere)
 
     async def _drive(self, pending: list[_Item], client: ModelClient, run_id: int, ctx: ScoreContext,
                      use_cache: bool, n_skipped: int, n_total: int) -> None:
@@ -603,6 +614,7 @@ class Runner:
             # one finaliser at a time per run (two processes on one run both finalise): the row lock
             # serialises their delete-and-insert of the metric rows (SQLite serialises writers anyway)
             s.execute(select(RunRow.id).where(RunRow.id == run_id).with_for_update())
+            leases.release(s, run_id, self.owner)
             records = ops.load_records(s, run_id)
             if status == "finished" and records and all(r.error is not None for r in records):
                 status = "failed"  # nothing was measured: every stored sample is an error

@@ -117,14 +117,19 @@ def test_a_continued_run_keeps_every_invocation_and_resume_refuses_new_settings(
 
 
 def test_two_identical_evals_started_together_share_one_run(db_url: str, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    """Both processes open a brand-new database and the same run at once: neither dies, and every
-    sample is stored exactly once."""
+    """Both processes open a brand-new database and the same run at once: neither dies, every sample
+    is sent to the model once (the other process leaves leased samples alone) and stored once."""
     args = [sys.executable, "-m", "harness.cli", "eval", "-t", "gsm8k", "-m", "builtin:number", "-M", "delay=0.05",
             "-M", "batch_size=4", "--limit", "40", "--db", db_url, "--no-progress"]
     procs = [subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
     results = [p.communicate(timeout=180) for p in procs]
     for p, (_, err) in zip(procs, results, strict=True):
         assert p.returncode == 0, err
+    # sample leases: each sample went to the model once, from one of the two processes
+    import re
+
+    new = [int(re.search(r"(\d+) new", out).group(1)) for out, _ in results]  # type: ignore[union-attr]
+    assert sum(new) == 40, [out for out, _ in results]
     sessions = open_db(db_url)
     with sessions() as s:
         assert s.scalar(select(__import__("sqlalchemy").func.count()).select_from(RunRow)) == 1

@@ -1,0 +1,90 @@
+"""Claiming, renewing and releasing sample leases (see :mod:`harness.store.schema_leases`)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from collections.abc import Sequence
+from datetime import timedelta
+
+from sqlalchemy import delete, select, update
+from sqlalchemy.orm import Session
+
+from harness.store.ops import insert_ignore
+from harness.store.schema import utcnow
+from harness.store.schema_leases import SampleLeaseRow
+
+LEASE_SECONDS = 60.0  # renewed at every commit (at least every 0.5 s while a run writes)
+_HOST = socket.gethostname()[:80]
+
+
+def new_owner() -> str:
+    """``host:pid:tag``: the host and pid let a process on the same host see that an owner died."""
+    return f"{_HOST}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+def _owner_is_dead(owner: str) -> bool:
+    host, _, rest = owner.partition(":")
+    pid_text = rest.split(":", 1)[0]
+    if host != _HOST or not pid_text.isdigit():
+        return False  # another machine: only the expiry can tell
+    try:
+        os.kill(int(pid_text), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+def claim(session: Session, run_id: int, owner: str, keys: Sequence[tuple[str, int]],
+          seconds: float = LEASE_SECONDS) -> set[tuple[str, int]]:
+    """Claim leases on ``keys``; returns the keys this owner now holds (the rest belong to a live
+    process). Free keys are inserted; expired leases and leases of dead local owners are taken over."""
+    if not keys:
+        return set()
+    now = utcnow()
+    until = now + timedelta(seconds=seconds)
+    insert_ignore(session, SampleLeaseRow.__table__,
+                  [{"run_id": run_id, "sample_id": sid, "epoch": ep, "owner": owner, "expires_at": until}
+                   for sid, ep in keys], ["run_id", "sample_id", "epoch"])
+    wanted = set(keys)
+    held: set[tuple[str, int]] = set()
+    sample_ids = sorted({sid for sid, _ in keys})
+    for i in range(0, len(sample_ids), 500):  # stay under SQLite's bound-parameter limit
+        rows = session.execute(select(SampleLeaseRow.sample_id, SampleLeaseRow.epoch, SampleLeaseRow.owner,
+                                      SampleLeaseRow.expires_at)
+                               .where(SampleLeaseRow.run_id == run_id,
+                                      SampleLeaseRow.sample_id.in_(sample_ids[i : i + 500]))).all()
+        for sid, ep, who, expires in rows:
+            key = (sid, ep)
+            if key not in wanted:
+                continue
+            if who == owner:
+                held.add(key)
+            elif expires < now or _owner_is_dead(who):
+                taken = session.execute(update(SampleLeaseRow).where(
+                    SampleLeaseRow.run_id == run_id, SampleLeaseRow.sample_id == sid, SampleLeaseRow.epoch == ep,
+                    SampleLeaseRow.owner == who).values(owner=owner, expires_at=until))
+                if getattr(taken, "rowcount", 0) == 1:
+                    held.add(key)
+    return held
+
+
+def renew(session: Session, run_id: int, owner: str, seconds: float = LEASE_SECONDS) -> None:
+    session.execute(update(SampleLeaseRow).where(SampleLeaseRow.run_id == run_id, SampleLeaseRow.owner == owner)
+                    .values(expires_at=utcnow() + timedelta(seconds=seconds)))
+
+
+def release(session: Session, run_id: int, owner: str) -> None:
+    session.execute(delete(SampleLeaseRow).where(SampleLeaseRow.run_id == run_id, SampleLeaseRow.owner == owner))
+
+
+def held_elsewhere(session: Session, run_id: int, owner: str) -> int:
+    """How many live leases of this run other owners hold."""
+    now = utcnow()
+    rows = session.scalars(select(SampleLeaseRow.owner).where(
+        SampleLeaseRow.run_id == run_id, SampleLeaseRow.owner != owner,
+        SampleLeaseRow.expires_at >= now)).all()
+    return sum(1 for who in rows if not _owner_is_dead(who))
