@@ -93,6 +93,12 @@ def test_tiny_runs_store_their_declarations_and_emit_only_declared_metrics(tmp_p
         iris = s.scalar(select(TaskRow).where(TaskRow.name == "methods_cluster_iris"))
         assert iris.metrics["objective"]["direction"] == "lower"
     sessions.kw["bind"].dispose()
+    app = create_app(f"sqlite:///{tmp_path / 'tiny.db'}", cache_seconds=0.0)
+    with TestClient(app) as client:
+        page = client.get("/tasks/methods_cluster_iris").text
+        assert "objective (higher is better)" not in page and "higher is better" not in page.split("<section")[0]
+        assert '<span class="direction">lower is better</span>' in page
+    app.state.sessions.kw["bind"].dispose()
 
 
 def test_migration_0005_adds_and_drops_task_metrics(db_url):
