@@ -60,6 +60,8 @@ _REL_TOL = 1e-12
 _CHUNK = 4096
 # rounds of the sequential phase's drop-and-recheck before falling back to the verified prefix
 _VERIFY_ROUNDS = 12
+# candidate moves handled together (parallel-safe test and sequential phase) per block
+_BLOCK = 2048
 
 
 @dataclass
@@ -247,31 +249,38 @@ def sequential_accept(x: np.ndarray, src: np.ndarray, dst: np.ndarray, C: np.nda
 
 
 def _score(Xc: np.ndarray, x_sq: np.ndarray, idx: np.ndarray, labels: np.ndarray, C: np.ndarray,
-           counts: np.ndarray, u: np.ndarray, lt: np.ndarray, tgt: np.ndarray, q: np.ndarray) -> None:
-    """Score points idx against every centre: exact own distance u, best target tgt by add value and
-    its distance lt, and q = sqrt of the second-best add value (the bound on every other cluster).
-    One BLAS product per block gives r_j |x - c_j|^2 directly: [x, |x|^2, 1] . [-2 r_j c_j, r_j, r_j |c_j|^2]."""
-    k = C.shape[0]
+           counts: np.ndarray, u: np.ndarray, lt: np.ndarray, tgt: np.ndarray, q: np.ndarray, err: float) -> None:
+    """Score points idx against every centre: exact own distance u, best target tgt by add value, a
+    lower bound lt on its distance, and q = sqrt of a lower bound on every other cluster's add value.
+
+    One single-precision BLAS product per block gives r_j |x - c_j|^2 directly,
+    [x, |x|^2, 1] . [-2 r_j c_j, r_j, r_j |c_j|^2], to within ``err`` (the caller's bound on the
+    rounding, subtracted so lt and q stay bounds); float32 halves the dominant cost and the bounds
+    only decide which points get an exact float64 look."""
+    k, d = C.shape
     r = counts / (counts + 1.0)
     Ca = np.concatenate([-2.0 * r[:, None] * C, r[:, None], (r * _rowdot(C, C))[:, None]], axis=1)
+    Ca = Ca.astype(np.float32).T.copy()
+    Xa = np.empty((_CHUNK, d + 2), dtype=np.float32)
+    Xa[:, -1] = 1.0
     for s in range(0, idx.size, _CHUNK):
         part = idx[s:s + _CHUNK]
+        m = part.size
         own = labels[part]
-        Xa = np.empty((part.size, Xc.shape[1] + 2))
-        Xa[:, :-2] = Xc[part]
-        Xa[:, -2] = x_sq[part]
-        Xa[:, -1] = 1.0
-        diff = Xa[:, :-2] - C[own]
+        xp = Xc[part]
+        diff = xp - C[own]
         u[part] = np.sqrt(_rowdot(diff, diff))
-        A = Xa @ Ca.T
-        rows = np.arange(part.size)
+        Xa[:m, :-2] = xp
+        Xa[:m, -2] = x_sq[part]
+        A = Xa[:m] @ Ca
+        rows = np.arange(m)
         A[rows, own] = np.inf
         tg = np.argmin(A, axis=1)
         tgt[part] = tg
-        lt[part] = np.sqrt(np.maximum(A[rows, tg], 0.0) / r[tg])
+        lt[part] = np.sqrt(np.maximum(A[rows, tg].astype(np.float64) - err, 0.0) / r[tg])
         if k > 2:
             A[rows, tg] = np.inf
-            q[part] = np.sqrt(np.maximum(A.min(axis=1), 0.0))
+            q[part] = np.sqrt(np.maximum(A.min(axis=1).astype(np.float64) - err, 0.0))
         else:
             q[part] = np.inf
 
@@ -334,6 +343,9 @@ def batched_hartigan(X: np.ndarray, init: np.ndarray, *, max_iter: int = 1000, s
     # Bounds compare square roots, and |sqrt(a) - sqrt(b)| <= sqrt(|a - b|).
     sq_slack = 1e-12 * 4.0 * (float(x_sq.max()) + 1e-300)
     slack = np.sqrt(sq_slack)
+    # single-precision scoring: dot products of d + 2 terms whose absolute values sum to at most
+    # 4 max|x|^2, inputs and sums rounded to float32 (unit roundoff 6e-8), with a factor 2 to spare
+    err32 = 2.0 * (X.shape[1] + 4) * 6e-8 * 4.0 * float(x_sq.max())
     u = np.full(n, np.inf)  # upper bound on |x - c_own|
     lt = np.zeros(n)  # lower bound on |x - c_tgt|
     tgt = np.zeros(n, dtype=np.int64)  # best target when last scored
@@ -358,12 +370,12 @@ def batched_hartigan(X: np.ndarray, init: np.ndarray, *, max_iter: int = 1000, s
             u[rest] = np.sqrt(_rowdot(diff, diff))
             full = np.concatenate([need[forced], rest[s_out[labels[rest]] * u[rest] > q[rest] - slack]])
             if full.size:
-                _score(Xc, x_sq, full, labels, C, counts, u, lt, tgt, q)
+                _score(Xc, x_sq, full, labels, C, counts, u, lt, tgt, q, err32)
             own, dst = labels[need], tgt[need]
-            # lt is a lower bound (or, where just scored, rounded by the expansion): the exact target
-            # distance only where the gain it gives is close to or above the floor
+            # lt is a lower bound, so this gain an upper one: the exact target distance only where
+            # it is above the floor
             gain = ratio_out[own] * u[need] ** 2 - r[dst] * lt[need] ** 2
-            redo = np.flatnonzero(gain > floor - sq_slack)
+            redo = np.flatnonzero(gain > floor)
             if redo.size:
                 p = need[redo]
                 diff = Xc[p] - C[dst[redo]]
@@ -376,29 +388,35 @@ def batched_hartigan(X: np.ndarray, init: np.ndarray, *, max_iter: int = 1000, s
             converged = True
             break
         C_start, counts_start = C, counts.copy()
-        safe = parallel_safe(Xc[cand], src, dst, C, counts, floor)
+        order = np.argsort(-gain, kind="stable")  # largest gains first
+        cand, src, dst = cand[order], src[order], dst[order]
         moved = np.zeros(n, dtype=bool)
-        touched = [src[safe], dst[safe]]
-        n_par = int(safe.sum())
-        if n_par:
-            p = cand[safe]
-            _apply(Xc[p], src[safe], dst[safe], sums, counts, k)
-            labels[p] = dst[safe]
-            moved[p] = True
-        n_seq = 0
-        rest = np.flatnonzero(~safe)
-        if rest.size and (seq_cap is None or seq_cap > 0):
-            rest = rest[np.argsort(-gain[rest], kind="stable")][:seq_cap]
+        touched: list[np.ndarray] = []
+        n_par = n_seq = 0
+        budget = n if seq_cap is None else seq_cap
+        for s in range(0, cand.size, _BLOCK):
+            # blocks keep the arrays in cache and the parallel-safe test to a block's own moves
+            # (fewer moves per cluster, tighter bounds); each block starts from the state the
+            # previous ones left
+            bc, bs, bd = cand[s:s + _BLOCK], src[s:s + _BLOCK], dst[s:s + _BLOCK]
             C = sums / counts[:, None]
-            ok = sequential_accept(Xc[cand[rest]], src[rest], dst[rest], C, counts, floor)
-            rest = rest[ok]
-            n_seq = int(rest.size)
-            if n_seq:
-                p = cand[rest]
-                _apply(Xc[p], src[rest], dst[rest], sums, counts, k)
-                labels[p] = dst[rest]
-                moved[p] = True
-                touched += [src[rest], dst[rest]]
+            xb = Xc[bc]
+            safe = parallel_safe(xb, bs, bd, C, counts, floor)
+            if safe.any():
+                _apply(xb[safe], bs[safe], bd[safe], sums, counts, k)
+                n_par += int(safe.sum())
+                touched += [bs[safe], bd[safe]]
+            rest = np.flatnonzero(~safe)[:budget]
+            if rest.size:
+                budget -= rest.size
+                C = sums / counts[:, None]
+                rest = rest[sequential_accept(xb[rest], bs[rest], bd[rest], C, counts, floor)]
+                _apply(xb[rest], bs[rest], bd[rest], sums, counts, k)
+                n_seq += int(rest.size)
+                touched += [bs[rest], bd[rest]]
+                safe[rest] = True
+            labels[bc[safe]] = bd[safe]
+            moved[bc[safe]] = True
         if n_par == 0 and n_seq == 0:
             break  # nothing applicable (only possible with seq_cap=0): stop rather than spin
         it += 1
