@@ -10,6 +10,11 @@ import typer
 app = typer.Typer(help="Game agents: record scripted-expert demonstrations", no_args_is_help=True)
 
 
+@app.callback()
+def main() -> None:
+    """Game agents (Crafter): tools of the agents family."""  # keeps `record` a subcommand (typer folds a lone one)
+
+
 @app.command("record")
 def record_cmd(
     out: Annotated[Path, typer.Option("--out", "-o", help="Demonstration file to write (JSON lines)")],

@@ -16,6 +16,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from harness.errors import UserError
 from harness.tasks.agents.env import ACTIONS, CRAFTER_VERSION, CrafterWorld
 from harness.tasks.agents.expert import GOALS, expert_action
 from harness.tasks.agents.observation import describe, parse_observation
@@ -24,7 +25,7 @@ from harness.types import Message, Sample
 FORMAT = "harness-crafter-demos/1"
 
 
-class DemoError(ValueError):
+class DemoError(UserError, ValueError):
     """A demonstration file that cannot be used (one line)."""
 
 

@@ -94,7 +94,7 @@ def train(rows: dict[str, list[Any]], actions: list[int], weights: list[float], 
             opt.zero_grad()
             loss.backward()
             opt.step()
-            total += float(loss) * len(idx)
+            total += float(loss.detach()) * len(idx)
         losses.append(total / n)
     net.eval()
     return net, losses
