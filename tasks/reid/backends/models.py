@@ -1,0 +1,184 @@
+"""``reid:VARIANT`` backends: fit on the task's train split (ground views), then embed every image.
+
+Variants: ``baseline`` (the CNN trained on the real training images), ``vital`` (3D-VITAL: plus the
+novel elevated views of each lifted training image, CVCF-filtered, attention supervised by VAAS),
+``vital-no-cvcf`` (every lifted mesh kept) and ``vital-no-vaas`` (no attention supervision).
+
+Settings (``-M``): ``steps`` (500), ``lr`` (3e-3), ``batch_p`` (8 identities) and ``batch_k`` (4 images)
+per batch, ``width`` (16 channels in the first block), ``dim`` (64), ``margin`` (0.3), ``vaas_weight`` (1),
+``cvcf_tau`` (0.25), ``seed`` (0), ``threads`` (1), ``cache`` (true). ``prediction`` is the image's
+embedding (list of floats); ``details["fit"]`` the training record (seconds, CVCF removal rates).
+The fitted weights are cached under ``$HARNESS_CACHE_DIR/reid/fits`` by a hash of the settings and the
+training files.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.registry import model
+from harness.types import Output, Request, Sample, Usage, stable_hash
+
+VARIANTS = ("baseline", "vital", "vital-no-cvcf", "vital-no-vaas")
+_INT = ("steps", "batch_p", "batch_k", "width", "dim", "seed", "threads")
+_FLOAT = ("lr", "margin", "vaas_weight", "cvcf_tau", "weight_decay", "smoothing")
+_OTHER = ("cache",)
+# generation keys the runner may pass to every backend: they change nothing here
+_IGNORED = ("temperature", "max_tokens", "top_p", "stop", "logprobs")
+
+
+def _fit_dir() -> Path:
+    return Path(os.environ.get("HARNESS_CACHE_DIR", Path.home() / ".cache" / "harness")) / "reid" / "fits"
+
+
+def image_path(messages: Sequence[Any]) -> str | None:
+    for m in messages:
+        for p in m.content:
+            if p.type == "image" and p.path:
+                return str(p.path)
+    return None
+
+
+@dataclass
+class ReIDModel:
+    variant: str
+    settings: dict[str, Any] = field(default_factory=dict)
+    spec: str = ""
+    batch_size: int = 512
+    concurrency: int = 1
+    cacheable: bool = False  # embeddings come from the fitted weights (cached themselves)
+    modalities: frozenset[str] = frozenset({"image"})
+    state: dict[str, Any] | None = None
+    record: dict[str, Any] = field(default_factory=dict)
+    fit_error: str | None = None
+
+    def config(self) -> Any:
+        from harness.tasks.reid.backends.net import TrainConfig
+
+        kw: dict[str, Any] = {k: int(self.settings[k]) for k in _INT if k in self.settings}
+        kw.update({k: float(self.settings[k]) for k in _FLOAT if k in self.settings and k != "cvcf_tau"})
+        if self.variant in ("baseline", "vital-no-vaas"):
+            kw["vaas_weight"] = 0.0
+        return TrainConfig(**kw)
+
+    def fit(self, train: Sequence[Sample]) -> dict[str, Any]:
+        try:
+            self.record = self._fit(list(train))
+        except (ValueError, OSError) as exc:
+            self.state, self.fit_error = None, f"fit failed: {str(exc).splitlines()[0] if str(exc) else exc!r}"
+            return {"error": self.fit_error}
+        return self.record
+
+    def _fit(self, train: list[Sample]) -> dict[str, Any]:
+        import numpy as np
+        import torch
+
+        from harness.tasks.reid.backends.net import train as train_net
+        from harness.tasks.reid.backends.vital import select_views
+        from harness.tasks.reid.images import INPUT_HW, crop
+
+        if not train:
+            raise ValueError("empty train split")
+        rows = []
+        for s in train:
+            path = image_path(s.messages)
+            if path is None or s.metadata.get("pid") is None:
+                raise ValueError(f"train sample {s.id!r} has no image or identity")
+            rows.append({"path": path, "visibility": None, "pid": s.metadata["pid"]})
+        record: dict[str, Any] = {"method": self.spec, "real_images": len(rows)}
+        if self.variant != "baseline":
+            if not any(s.metadata.get("lifts") for s in train):
+                raise ValueError("3D-VITAL needs lifted meshes of the training images (the synthetic set renders "
+                                 "them; a real dataset has none without a single-view reconstruction model)")
+            tau = float(self.settings.get("cvcf_tau", 0.25))
+            views, vrec = select_views(train, self.variant != "vital-no-cvcf", tau)
+            rows += views
+            record.update(vrec)
+        cfg = self.config()
+        key = stable_hash({"v": 1, "variant": self.variant, "cfg": asdict(cfg), "rows": rows})[:24]
+        path = _fit_dir() / f"{key}.pt"
+        use_cache = str(self.settings.get("cache", True)).strip().lower() not in ("0", "false", "no")
+        cached = path.exists() and use_cache
+        if cached:
+            blob = torch.load(path, weights_only=False)
+            state, trec = blob["state"], blob["record"]
+        else:
+            images = np.zeros((len(rows), 3, *INPUT_HW), dtype=np.float32)
+            vis = np.zeros((len(rows), *INPUT_HW), dtype=np.float32)
+            supervised = np.zeros(len(rows), dtype=np.float32)
+            for i, r in enumerate(rows):
+                img, v = crop(r["path"], r["visibility"])
+                images[i] = img
+                if v is not None:
+                    vis[i], supervised[i] = v, 1.0
+            labels = np.asarray([r["pid"] for r in rows])
+            state, trec = train_net(cfg, images, labels, vis, supervised)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(f".tmp{os.getpid()}")
+            torch.save({"state": state, "record": trec}, tmp)
+            tmp.replace(path)
+        self.state = {"state": state, "cfg": cfg}
+        return {**record, **trec, "cached": cached}
+
+    async def generate(self, requests: Sequence[Request]) -> list[Output]:
+        import numpy as np
+
+        from harness.tasks.reid.backends.net import embed
+        from harness.tasks.reid.images import INPUT_HW, crop
+
+        if self.state is None:
+            reason = self.fit_error or f"{self.spec} has not been fitted (the task needs a train split)"
+            return [Output(error=reason) for _ in requests]
+        t0 = time.perf_counter()
+        outs = [Output() for _ in requests]
+        imgs, slots = [], []
+        for i, r in enumerate(requests):
+            path = image_path(r.messages)
+            if path is None:
+                outs[i] = Output(error="the request has no image")
+                continue
+            try:
+                imgs.append(crop(path)[0])
+            except (OSError, ValueError) as exc:
+                outs[i] = Output(error=f"cannot read image {Path(path).name}: {exc}")
+                continue
+            slots.append(i)
+        if imgs:
+            emb = embed(self.state["cfg"], self.state["state"], np.stack(imgs).reshape(-1, 3, *INPUT_HW))
+            for row, i in enumerate(slots):
+                outs[i] = Output(prediction=[round(float(v), 6) for v in emb[row]], details={"fit": self.record})
+        per = (time.perf_counter() - t0) / max(len(requests), 1)
+        for o in outs:
+            o.usage = Usage(calls=1, seconds=per)
+        return outs
+
+
+@model("reid", description="ReID embedding backends fitted on the train split: reid:baseline | reid:vital | "
+       "reid:vital-no-cvcf | reid:vital-no-vaas")
+def reid_backend(path: str | None, **settings: Any) -> ReIDModel:
+    variant = path or "baseline"
+    if variant not in VARIANTS:
+        close = difflib.get_close_matches(variant, VARIANTS, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise ValueError(f"unknown reid variant {variant!r}{hint}; choose one of {', '.join(VARIANTS)}")
+    known = (*_INT, *_FLOAT, *_OTHER)
+    for key, value in settings.items():
+        if key in _IGNORED or key == "extra":
+            continue
+        if key not in known:
+            close = difflib.get_close_matches(key, known, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ValueError(f"unknown -M setting {key!r} for reid{hint}")
+        try:
+            float(value) if key != "cache" else None
+        except (TypeError, ValueError):
+            raise ValueError(f"-M {key} must be a number, got {value!r}") from None
+    shown = {k: v for k, v in sorted(settings.items()) if k in known and k not in ("cache", "threads")}
+    spec = f"reid:{variant}" + ("?" + "&".join(f"{k}={v}" for k, v in shown.items()) if shown else "")
+    return ReIDModel(variant, dict(settings), spec)

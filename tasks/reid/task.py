@@ -1,0 +1,214 @@
+"""``reid_aerial_ground``: single-view aerial-ground person ReID (train on ground views only).
+
+Options (``-T``): ``protocol`` A2G (aerial queries, ground gallery; default) or G2A; ``data`` synth
+(default: the Blender-rendered set, built on first use or by ``harness reid build``), agreid or
+agreid2 with ``root=DIR``; for synth: ``ids`` (40), ``ground`` (4), ``aerial`` (4), ``seed`` (0),
+``lifts`` (1), ``novel`` (2), ``fail_rate`` (0.3), ``workers`` (1); ``distance`` euclidean (default,
+as torchreid) or cosine.
+
+Each query and gallery image is one sample (an image part; metadata ``pid``, ``camid``, ``role``); the
+backend answers an embedding in ``Output.prediction``. ``aggregate`` builds the query x gallery
+distance matrix and scores it with :func:`harness.tasks.reid.metrics.evaluate`: mAP, rank-1/5/10 and
+mINP with 95% bootstrap intervals over queries, the counts of valid and skipped queries (a query whose
+identity is absent from the gallery), and the backend's fit record (CVCF removal rates, seconds).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from harness.registry import task
+from harness.task import SampleRecord, ScoreContext, Task
+from harness.types import Message, Metric, MetricInfo, Output, Part, Sample, Score, higher, lower, neutral, stable_hash
+
+PROTOCOLS = ("A2G", "G2A")
+DATA = ("synth", "agreid", "agreid2")
+DISTANCES = ("euclidean", "cosine")
+BOOTSTRAP = 200
+METRICS: dict[str, MetricInfo] = {
+    "mAP": higher("mAP"), "rank1": higher("rank-1"), "rank5": higher("rank-5"), "rank10": higher("rank-10"),
+    "mINP": higher("mINP"),
+    "valid_queries": neutral("valid queries"), "skipped_queries": lower("queries without a gallery match"),
+    "unscored_queries": lower("queries without a usable embedding"),
+    "unscored_gallery": lower("gallery images without a usable embedding"),
+    "cvcf_corrupted_removed": higher("corrupted meshes removed by CVCF"),
+    "cvcf_clean_removed": lower("clean meshes removed by CVCF"),
+    "synthetic_views_used": neutral("synthetic training views used"),
+    "fit_seconds": neutral("training seconds"),
+}
+
+
+def _synth_rows(cfg: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]], str]:
+    from harness.tasks.reid.synth import build, load_manifest
+
+    root = build(cfg)
+    man = load_manifest(root)
+    lifts: dict[str, list[dict[str, Any]]] = {}
+    for lift in man["lifts"]:
+        entry = {"corrupted": lift["corrupted"], "reprojection": str(root / lift["reprojection"]),
+                 "novel": [{"path": str(root / n["path"]), "visibility": str(root / n["visibility"]),
+                            "elevation": n["elevation"]} for n in lift["novel"]]}
+        lifts.setdefault(lift["source"], []).append(entry)
+    train, test = [], []
+    for im in man["images"]:
+        row = {"path": str(root / im["path"]), "pid": im["pid"], "camid": im["camid"], "view": im["view"],
+               "elevation": im["elevation"], "split": im["split"]}
+        if im["split"] == "train":
+            if im["view"] == "ground":
+                train.append({**row, "role": "train", "lifts": lifts.get(im["path"], [])})
+        else:
+            test.append(row)
+    return train, test, root.name
+
+
+def _sample(row: dict[str, Any], prefix: str) -> Sample:
+    meta = {k: v for k, v in row.items() if k != "path"}
+    part = Part("image", path=row["path"])
+    return Sample(id=f"{prefix}{Path(row['path']).stem}", messages=[Message("user", [part])], target=row["pid"],
+                  metadata=meta)
+
+
+def score(sample: Sample, output: Output, ctx: ScoreContext) -> Score:
+    emb = output.prediction
+    if not isinstance(emb, list) or not emb:
+        return Score.not_scored("the backend returned no embedding (a list of numbers)")
+    try:
+        vec = [float(v) for v in emb]
+    except (TypeError, ValueError):
+        return Score.not_scored("the embedding is not a list of numbers")
+    if not all(math.isfinite(v) for v in vec):
+        return Score.not_scored("the embedding has non-finite (NaN/inf) values")
+    m = sample.metadata
+    return Score(values={}, details={"embedding": vec, "pid": m.get("pid"), "camid": m.get("camid"),
+                                     "role": m.get("role")})
+
+
+def _bootstrap(per_query: Any, rng: Any) -> tuple[float, float]:
+    import numpy as np
+
+    n = len(per_query)
+    idx = rng.integers(0, n, size=(BOOTSTRAP, n))
+    lo, hi = np.quantile(per_query[idx].mean(axis=1), [0.025, 0.975])
+    return float(lo), float(hi)
+
+
+def reid_metrics(records: list[SampleRecord], distance: str = "euclidean", seed: int = 0) -> list[Metric]:
+    import numpy as np
+
+    from harness.tasks.reid.metrics import ReIDInputError, cosine_distances, euclidean_distances, evaluate
+
+    out: list[Metric] = []
+    usable = [r for r in records if r.error is None and r.unscored is None and "embedding" in r.details]
+    for role in ("query", "gallery"):
+        n_role = sum(1 for r in records if r.metadata.get("role") == role)
+        bad = n_role - sum(1 for r in usable if r.metadata.get("role") == role)
+        out.append(Metric(f"unscored_{role if role == 'gallery' else 'queries'}", float(bad), n=n_role))
+    dims = [len(r.details["embedding"]) for r in usable]
+    if dims:
+        common = max(set(dims), key=dims.count)
+        usable = [r for r in usable if len(r.details["embedding"]) == common]
+    usable.sort(key=lambda r: (r.sample_id, r.epoch))
+    q = [r for r in usable if r.metadata.get("role") == "query"]
+    g = [r for r in usable if r.metadata.get("role") == "gallery"]
+    if not q or not g:
+        return out
+    for r in q + g:
+        if r.metadata.get("camid") is None or r.metadata.get("pid") is None:
+            raise ReIDInputError(f"sample {r.sample_id!r} has no camera id or identity")
+    qf = np.asarray([r.details["embedding"] for r in q])
+    gf = np.asarray([r.details["embedding"] for r in g])
+    dist = euclidean_distances(qf, gf) if distance == "euclidean" else cosine_distances(qf, gf)
+    arr = lambda rs, k: np.asarray([r.metadata[k] for r in rs])  # noqa: E731
+    try:
+        res = evaluate(dist, arr(q, "pid"), arr(g, "pid"), arr(q, "camid"), arr(g, "camid"), max_rank=10)
+    except ReIDInputError as exc:
+        if "no query identity" not in str(exc):
+            raise
+        out.append(Metric("skipped_queries", float(len(q)), n=len(q)))
+        return out
+    rng = np.random.default_rng(seed)
+    n = res.n_valid
+    for name, per_query, value in (("mAP", res.ap, res.mAP), ("mINP", res.inp, res.mINP)):
+        out.append(Metric(name, value, *_bootstrap(per_query, rng), n=n))
+    for k in (1, 5, 10):
+        hits = (res.first < k).astype(np.float64)
+        out.append(Metric(f"rank{k}", res.rank(k), *_bootstrap(hits, rng), n=n))
+    out.append(Metric("valid_queries", float(n), n=len(q)))
+    out.append(Metric("skipped_queries", float(len(q) - n), n=len(q)))
+    fit = next((r.details.get("fit") for r in usable if r.details.get("fit")), None) or {}
+    for key in ("cvcf_corrupted_removed", "cvcf_clean_removed", "synthetic_views_used", "fit_seconds"):
+        if fit.get(key) is not None:
+            out.append(Metric(key, float(fit[key]), n=1))
+    return out
+
+
+def _int(name: str, value: Any, low: int) -> int:
+    try:
+        v = int(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"-T {name} must be an integer, got {value!r}") from None
+    if v < low:
+        raise ValueError(f"-T {name} must be at least {low}, got {v}")
+    return v
+
+
+@task("reid_aerial_ground", description="Aerial-ground person ReID trained on ground views only: mAP, rank-1/5/10, "
+      "mINP (-T protocol=A2G|G2A data=synth|agreid|agreid2)", family="reid")
+def reid_aerial_ground(protocol: str = "A2G", data: str = "synth", root: str | None = None, ids: int = 40,
+                       ground: int = 4, aerial: int = 4, seed: int = 0, lifts: int = 1, novel: int = 2,
+                       fail_rate: float = 0.3, workers: int = 1, distance: str = "euclidean") -> Task:
+    protocol = str(protocol).upper()
+    if protocol not in PROTOCOLS:
+        raise ValueError(f"-T protocol must be A2G or G2A, got {protocol!r}")
+    if data not in DATA:
+        raise ValueError(f"-T data must be one of {', '.join(DATA)}, got {data!r}")
+    if distance not in DISTANCES:
+        raise ValueError(f"-T distance must be euclidean or cosine, got {distance!r}")
+    options: dict[str, Any] = {"protocol": protocol, "data": data, "distance": distance}
+    cfg = None
+    if data == "synth":
+        from harness.tasks.reid.synth import SynthConfig
+
+        try:
+            rate = float(fail_rate)
+        except (TypeError, ValueError):
+            raise ValueError(f"-T fail_rate must be a number, got {fail_rate!r}") from None
+        cfg = SynthConfig(ids=_int("ids", ids, 4), ground=_int("ground", ground, 1), aerial=_int("aerial", aerial, 1),
+                          seed=_int("seed", seed, 0), lifts=_int("lifts", lifts, 0), novel=_int("novel", novel, 1),
+                          fail_rate=rate, workers=_int("workers", workers, 1))
+        cfg.validate()
+        options.update({"ids": cfg.ids, "ground": cfg.ground, "aerial": cfg.aerial, "seed": cfg.seed,
+                        "lifts": cfg.lifts, "novel": cfg.novel, "fail_rate": cfg.fail_rate})
+    else:
+        from harness.tasks.reid.realdata import dataset_root
+
+        dataset_root(data, root)  # a one-line error now, not at load time
+        options["root"] = str(root)
+    cache: dict[str, Any] = {}
+
+    def rows() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        if "rows" not in cache:
+            if cfg is not None:
+                train, test, name = _synth_rows(cfg)
+                cache["name"] = name
+                want_query = "aerial" if protocol == "A2G" else "ground"
+                test = [{**r, "role": "query" if r["view"] == want_query else "gallery"} for r in test]
+            else:
+                from harness.tasks.reid.realdata import load_real
+
+                train, test = load_real(data, root, protocol)
+            cache["rows"] = (train, test)
+        return cache["rows"]
+
+    def load() -> list[Sample]:
+        return [_sample(r, f"{protocol}-{r['role'][0]}-") for r in rows()[1]]
+
+    def train() -> list[Sample]:
+        return [_sample(r, "train-") for r in rows()[0]]
+
+    return Task(version="1", load=load, train=train, score=score, modalities=frozenset({"image"}),
+                primary_metric="mAP", metrics=METRICS, options=options,
+                aggregate=lambda recs: reid_metrics(recs, distance),
+                content_hash=stable_hash({"options": options, "synth": cfg.key() if cfg else None}))
