@@ -165,9 +165,31 @@ def build_model(
             ) from None
         if entry.operator:
             raise ModelSpecError(f"operator {node.name!r} needs models: {node.name}(MODEL, ...)")
+        check_settings(entry, settings)
         return entry.factory(None, **settings)
     entry = lookup("model", node.name)
+    check_settings(entry, settings)
     return entry.factory(node.path, **settings)
+
+
+def check_settings(entry: Any, settings: dict[str, Any]) -> None:
+    """Refuse ``-M`` keys a backend cannot mean: anything undeclared for a strict backend, and for
+    every backend a key that is a near miss of a known one (``temprature`` for ``temperature``),
+    which would otherwise be passed on and silently ignored."""
+    import difflib
+
+    from harness.client import GENERATION_KEYS
+
+    known = sorted(set(GENERATION_KEYS) | set(entry.settings))
+    for key in settings:
+        if key in known:
+            continue
+        # 0.9 for open-ended backends: "temprature" and "base_ur" are caught, "seeds" or "top_k" (real
+        # keys of some backends) are not
+        close = difflib.get_close_matches(key, known, n=1, cutoff=0.6 if entry.strict else 0.9)
+        if entry.strict or close:
+            hint = f"; did you mean {close[0]!r}?" if close else f" (known: {', '.join(known)})"
+            raise ModelSpecError(f"{entry.name}: unknown setting {key!r}{hint}")
 
 
 def alias_settings(spec: str, modalities: set[str]) -> dict[str, Any]:

@@ -15,7 +15,7 @@ import difflib
 import functools
 import importlib
 import pkgutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import Any, Literal
@@ -33,6 +33,10 @@ class Entry:
     kind: Kind
     family: str = ""
     operator: bool = False  # model combinators take other models as positional arguments
+    # a backend's declared -M settings (besides the generation keys every backend takes); strict:
+    # nothing else is accepted. Undeclared: only near-misses of known keys are refused.
+    settings: frozenset[str] = frozenset()
+    strict: bool = False
 
 
 class UnknownNameError(UserError, LookupError):
@@ -69,13 +73,17 @@ def task(name: str, *, description: str = "", family: str = "") -> Callable[[Any
     return wrap
 
 
-def model(name: str, *, description: str = "", operator: bool = False) -> Callable[[Any], Any]:
+def model(name: str, *, description: str = "", operator: bool = False, settings: Iterable[str] = (),
+          strict: bool = False) -> Callable[[Any], Any]:
     """Register a model backend factory ``f(path, **settings) -> Model`` (or an operator
-    ``f(*models, **params) -> Model`` with ``operator=True``)."""
+    ``f(*models, **params) -> Model`` with ``operator=True``). ``settings`` declares the backend's
+    ``-M`` keys; with ``strict=True`` any other key is refused before the factory runs, naming the
+    closest known key. Either way a key one typo away from a known one (``temprature``) is refused."""
 
     def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
         desc = description or _first_line(fn.__doc__)
-        _REGISTRY["model"][name] = Entry(name, fn, desc, "model", operator=operator)
+        _REGISTRY["model"][name] = Entry(name, fn, desc, "model", operator=operator, settings=frozenset(settings),
+                                         strict=strict)
         return fn
 
     return wrap

@@ -79,7 +79,8 @@ def _validated(settings: dict[str, Any]) -> dict[str, Any]:
         raise ModelSpecError(f"builtin: bad setting value ({exc})") from None
 
 
-@model("builtin", description="Instant offline models: builtin:echo, builtin:constant, builtin:number")
+@model("builtin", description="Instant offline models: builtin:echo, builtin:constant, builtin:number",
+       settings=SETTINGS, strict=True)
 def builtin(path: str | None, **settings: Any) -> BuiltinModel:
     kind = path or "echo"
     if kind not in KINDS:

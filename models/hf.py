@@ -441,7 +441,7 @@ def _modalities(config: Any, processor: Any) -> frozenset[str]:
 
 
 @model("hf", description="transformers on CPU/GPU: hf:DIR, hf:HUB_ID or hf:smollm2-135m-instruct (chat template, "
-                         "batched, logprobs)")
+                         "batched, logprobs)", settings=(*LOAD_SETTINGS, *EXTRA_GENERATION_SETTINGS), strict=True)
 def hf(path: str | None, **settings: Any) -> HFModel:
     if not path:
         raise ModelSpecError("hf needs a model: hf:DIR, hf:ORG/NAME or hf:smollm2-135m-instruct")

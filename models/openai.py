@@ -537,7 +537,15 @@ class OpenAIModel:
         self._http = None
 
 
-@model("openai", description="OpenAI-compatible chat/completions API: openai:MODEL -M base_url=... (any server)")
+# sampling keys many OpenAI-compatible servers accept besides the API's own (sent in the body)
+SERVER_SAMPLING_KEYS = ("top_k", "min_p", "repetition_penalty", "presence_penalty", "frequency_penalty",
+                        "logit_bias", "response_format", "min_tokens", "n")
+
+
+# not strict: keys the adapter does not know go to the server as extra body fields (top_k, min_p, ...);
+# a near miss of a known key (base_ur, temprature) is still refused
+@model("openai", description="OpenAI-compatible chat/completions API: openai:MODEL -M base_url=... (any server)",
+       settings=(*(set(OpenAISettings.__dataclass_fields__) - {"model"}), *SERVER_SAMPLING_KEYS))
 def openai_backend(path: str | None, **settings: Any) -> OpenAIModel:
     if not path:
         raise ModelSpecError("the openai backend needs a model name: openai:MODEL")

@@ -28,8 +28,15 @@ from collections.abc import Sequence
 from functools import partial
 from typing import Any
 
-from harness.models.vllm_config import VLLMSettings, local_config, modalities_from_config, parse_settings
+from harness.models.vllm_config import (
+    ADAPTER_KEYS,
+    VLLMSettings,
+    local_config,
+    modalities_from_config,
+    parse_settings,
+)
 from harness.models.vllm_inputs import (
+    SAMPLING_EXTRAS,
     RequestInputError,
     sampling_kwargs,
     to_chat_messages,
@@ -124,7 +131,9 @@ def declared_modalities(settings: VLLMSettings) -> frozenset[str]:
     return frozenset(modalities_from_config(config))
 
 
-@model("vllm", description="vLLM in-process (vllm.LLM, one batched call; -M dp=N for Ray data parallel)")
+# not strict: other keys are vLLM engine arguments; near misses of these are refused
+@model("vllm", description="vLLM in-process (vllm.LLM, one batched call; -M dp=N for Ray data parallel)",
+       settings=(*ADAPTER_KEYS, *SAMPLING_EXTRAS))
 def vllm_backend(path: str | None, **settings: Any) -> Any:
     parsed = parse_settings(path, settings)
     if parsed.mode == "server":
@@ -132,7 +141,8 @@ def vllm_backend(path: str | None, **settings: Any) -> Any:
     return VLLMModel(parsed)
 
 
-@model("vllm-server", description="vLLM's OpenAI-compatible server, started and stopped by the harness")
+@model("vllm-server", description="vLLM's OpenAI-compatible server, started and stopped by the harness",
+       settings=(*ADAPTER_KEYS, *SAMPLING_EXTRAS))
 def vllm_server_backend(path: str | None, **settings: Any) -> Any:
     parsed = parse_settings(path, {**settings, "mode": "server"})
     return _server(parsed)

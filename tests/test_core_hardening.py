@@ -175,3 +175,27 @@ def test_names_longer_than_the_columns_are_refused_up_front(db_url: str) -> None
     with pytest.raises(RunConfigError, match="run name"):
         Runner(EvalConfig(task="hardening", model="builtin:echo", db_url=db_url, progress=False, run_name="r" * 301),
                task=_task(["x"])).run()
+
+
+@pytest.mark.parametrize(("spec", "key", "closest"), [
+    ("builtin:echo", "temprature", "temperature"), ("openai:m", "temprature", "temperature"),
+    ("openai:m", "base_ur", "base_url"), ("hf:./nowhere", "dtyp", "dtype"), ("hf:./nowhere", "max_token", "max_tokens"),
+])
+def test_a_near_miss_setting_is_refused_on_every_backend(spec: str, key: str, closest: str) -> None:
+    from harness.modelspec import ModelSpecError, build_model
+
+    with pytest.raises(ModelSpecError, match=f"unknown setting {key!r}; did you mean {closest!r}"):
+        build_model(spec, {key: 1})
+
+
+def test_every_backend_refuses_a_misspelt_generation_key() -> None:
+    """The registry's check runs before any factory: whatever a backend declares, `temprature` is
+    never passed on (and silently ignored)."""
+    from harness.modelspec import ModelSpecError, check_settings
+    from harness.registry import entries
+
+    backends = [e for e in entries("model") if not e.operator]
+    assert len(backends) >= 10
+    for entry in backends:
+        with pytest.raises(ModelSpecError, match="temperature"):
+            check_settings(entry, {"temprature": 0.5})
