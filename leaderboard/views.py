@@ -109,7 +109,7 @@ def overview_view(sessions: sessionmaker[Session], cache: ViewCache, p: Overview
         return cell.value if cell else None
 
     # best first by the declared direction; a column of unknown direction sorts high to low (a sort, not a rank)
-    natural_desc = rank_direction != "lower"
+    natural_desc = sort == "avg" or (sort.startswith("task:") and rank_direction != "lower")
     desc = {"asc": False, "desc": True}.get(p.dir, natural_desc)
     if sort in ("model", "backend"):
         lines.sort(key=lambda m: (getattr(m, sort) or "").lower(), reverse=desc)
