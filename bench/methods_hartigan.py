@@ -1,11 +1,18 @@
-"""Batched Hartigan vs scikit-learn KMeans (lloyd, elkan) on 200,000 x 32 blobs, k = 64 (issue 12).
+"""Batched Hartigan vs scikit-learn KMeans (lloyd, elkan): time and objective, same seeds, same run.
 
-Same data (make_blobs, 64 centres, cluster_std 2.0, random_state 0) and the same k-means++ seeds
-(kmeans_plusplus, random_state = seed) for every algorithm; one thread each (OMP_NUM_THREADS=1 unless
-set). Prints objective and seconds per algorithm and seed, and the ratios against Lloyd:
-objective ratio (target <= 1 on every seed) and time ratio (target <= 1.5).
+Two cases on make_blobs data (random_state 0), both 200,000 x 32:
+  base: k = 64 centres, cluster_std 2 (well separated);
+  hard: k = 256 centres, cluster_std 8 (overlapping: nearest centres are ~33 apart, about 4 std).
+Every algorithm starts from the same k-means++ seeds (kmeans_plusplus, random_state = seed);
+scikit-learn runs with its defaults (tol 1e-4, max_iter 300). All BLAS/OpenMP pools are pinned
+to one thread (threadpoolctl) for every algorithm. Objectives are recomputed from each partition.
+Prints per seed: objective, iterations, seconds, ratios to Lloyd (objective, time) and to elkan
+(time), and Hartigan's parallel-safe vs sequential move counts; then the same from *random* starts
+(k distinct data points drawn with the seed) against Lloyd, where Hartigan's advantage should show.
+Targets: Hartigan time <= elkan, objective <= Lloyd from the same k-means++ seeds.
 
-    python bench/methods_hartigan.py [--n 200000] [--d 32] [--k 64] [--seeds 3]
+    python bench/methods_hartigan.py            # both cases, 3 seeds, random starts (~3-6 min on 2 cores)
+    python bench/methods_hartigan.py --quick    # 20,000 points, 2 seeds (~20 s)
 """
 
 from __future__ import annotations
@@ -17,52 +24,92 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import time  # noqa: E402
 
+CASES = {"base": (64, 2.0), "hard": (256, 8.0)}
+
+
+def _load() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"load average {one:.2f}, {five:.2f}, {fifteen:.2f} ({os.cpu_count()} cores)"
+
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=200_000)
     ap.add_argument("--d", type=int, default=32)
-    ap.add_argument("--k", type=int, default=64)
-    ap.add_argument("--std", type=float, default=2.0)
     ap.add_argument("--seeds", type=int, default=3)
-    ap.add_argument("--init", choices=["k-means++", "random"], default="k-means++",
-                    help="random: k distinct data points drawn with the seed (the note's hard start)")
+    ap.add_argument("--random-seeds", type=int, default=3, help="random-start runs per case (0: none)")
+    ap.add_argument("--cases", default="base,hard", help=f"comma-separated subset of {', '.join(CASES)}")
+    ap.add_argument("--quick", action="store_true", help="20,000 points, 2 seeds, 2 random starts")
     args = ap.parse_args()
+    if args.quick:
+        args.n, args.seeds, args.random_seeds = 20_000, 2, 2
+    cases = [c.strip() for c in args.cases.split(",") if c.strip()]
+    unknown = [c for c in cases if c not in CASES]
+    if unknown:
+        ap.error(f"unknown case {unknown[0]!r}; choose from {', '.join(CASES)}")
 
     import numpy as np
     from sklearn.cluster import KMeans, kmeans_plusplus
     from sklearn.datasets import make_blobs
+    from threadpoolctl import threadpool_info, threadpool_limits
 
     from harness.tasks.methods.backends.hartigan_core import batched_hartigan, objective
 
-    X, _ = make_blobs(args.n, args.d, centers=args.k, cluster_std=args.std, random_state=0)
-    threads = os.environ["OMP_NUM_THREADS"]
-    print(f"data: {args.n} x {args.d} blobs, k={args.k}, std={args.std}, init={args.init}, OMP_NUM_THREADS={threads}")
-    head = ("seed", "algorithm", "objective", "iters", "seconds", "obj/lloyd", "t/lloyd")
-    print("{:>4} {:>10} {:>16} {:>6} {:>8} {:>10} {:>8}".format(*head))
-    worst_obj, worst_time = 0.0, 0.0
-    for seed in range(args.seeds):
-        if args.init == "random":
-            init = X[np.random.default_rng(seed).choice(len(X), args.k, replace=False)]
-        else:
-            init, _ = kmeans_plusplus(X, args.k, random_state=seed)
-        rows = {}
-        for algo in ("lloyd", "elkan"):
-            t0 = time.perf_counter()
-            km = KMeans(args.k, init=init, n_init=1, algorithm=algo).fit(X)
-            rows[algo] = (objective(X, km.labels_, args.k), int(km.n_iter_), time.perf_counter() - t0)
-        t0 = time.perf_counter()
-        res = batched_hartigan(X, init, track_objective=False)
-        secs = time.perf_counter() - t0
-        rows["hartigan"] = (objective(X, res.labels, args.k), res.iterations, secs)
-        base_obj, _, base_t = rows["lloyd"]
-        for algo, (obj, iters, t) in rows.items():
-            print(f"{seed:>4} {algo:>10} {obj:>16.8e} {iters:>6} {t:>8.2f} {obj / base_obj:>10.6f} {t / base_t:>8.2f}")
-        print(f"     hartigan moves: {res.parallel_moves} parallel-safe, {res.sequential_moves} sequential")
-        worst_obj = max(worst_obj, rows["hartigan"][0] / base_obj)
-        worst_time = max(worst_time, rows["hartigan"][2] / base_t)
-    print(f"batched hartigan vs lloyd: worst objective ratio {worst_obj:.6f} (target <= 1), "
-          f"worst time ratio {worst_time:.2f}x (target <= 1.5x)")
+    with threadpool_limits(limits=1):
+        pools = ", ".join(f"{p['internal_api']}={p['num_threads']}" for p in threadpool_info())
+        print(f"threads: pinned to 1 for every algorithm by threadpoolctl ({pools}); start {_load()}")
+        summary = []
+        for case in cases:
+            k, std = CASES[case]
+            X, _ = make_blobs(args.n, args.d, centers=k, cluster_std=std, random_state=0)
+            print(f"\n== {case}: {args.n} x {args.d} blobs, k={k}, std={std}, k-means++ seeds")
+            print("{:>4} {:>9} {:>15} {:>5} {:>8} {:>10} {:>7} {:>7}  {}".format(
+                "seed", "algorithm", "objective", "iters", "seconds", "obj/lloyd", "t/lloyd", "t/elkan",
+                "moves (parallel-safe / sequential)"))
+            obj_r, t_r = [], []
+            for seed in range(args.seeds):
+                init, _ = kmeans_plusplus(X, k, random_state=seed)
+                rows = {}
+                for algo in ("lloyd", "elkan"):
+                    t0 = time.perf_counter()
+                    km = KMeans(k, init=init, n_init=1, algorithm=algo).fit(X)
+                    rows[algo] = (objective(X, km.labels_, k), int(km.n_iter_), time.perf_counter() - t0, "")
+                t0 = time.perf_counter()
+                res = batched_hartigan(X, init, track_objective=False)
+                secs = time.perf_counter() - t0
+                moves = f"{res.parallel_moves} / {res.sequential_moves}" + ("" if res.converged else " (not converged)")
+                rows["hartigan"] = (objective(X, res.labels, k), res.iterations, secs, moves)
+                base_obj, base_t, elkan_t = rows["lloyd"][0], rows["lloyd"][2], rows["elkan"][2]
+                for algo, (obj, iters, t, mv) in rows.items():
+                    print(f"{seed:>4} {algo:>9} {obj:>15.8e} {iters:>5} {t:>8.2f} {obj / base_obj:>10.6f} "
+                          f"{t / base_t:>7.2f} {t / elkan_t:>7.2f}  {mv}")
+                obj_r.append(rows["hartigan"][0] / base_obj)
+                t_r.append(secs / elkan_t)
+            line = (f"{case}: hartigan objective/lloyd worst {max(obj_r):.6f} (target <= 1), "
+                    f"time/elkan worst {max(t_r):.2f}x mean {np.mean(t_r):.2f}x (target <= 1)")
+            if args.random_seeds:
+                print(f"-- {case}, random starts (k distinct data points drawn with the seed)")
+                print("{:>4} {:>15} {:>15} {:>11} {:>8} {:>8}".format(
+                    "seed", "lloyd", "hartigan", "hart/lloyd", "lloyd s", "hart s"))
+                gaps = []
+                for seed in range(args.random_seeds):
+                    init = X[np.random.default_rng(seed).choice(len(X), k, replace=False)]
+                    t0 = time.perf_counter()
+                    km = KMeans(k, init=init, n_init=1, algorithm="lloyd").fit(X)
+                    t_l = time.perf_counter() - t0
+                    t0 = time.perf_counter()
+                    res = batched_hartigan(X, init, track_objective=False)
+                    t_h = time.perf_counter() - t0
+                    lo, ha = objective(X, km.labels_, k), objective(X, res.labels, k)
+                    gaps.append(ha / lo)
+                    print(f"{seed:>4} {lo:>15.8e} {ha:>15.8e} {ha / lo:>11.6f} {t_l:>8.2f} {t_h:>8.2f}")
+                line += (f"; random starts: hartigan/lloyd mean {np.mean(gaps):.6f}, "
+                         f"range {min(gaps):.6f}-{max(gaps):.6f}")
+            summary.append(line)
+        print()
+        for line in summary:
+            print(line)
+        print(f"end {_load()}")
 
 
 if __name__ == "__main__":
