@@ -1,0 +1,111 @@
+"""Online-selection backends trained on the task's (noisy) train split: ``datasel:gfv`` (greedy Gated
+Fisher Volume), ``datasel:random``, ``datasel:loss``, ``datasel:gradnorm``, ``datasel:entropy`` and
+``datasel:full`` (train on every candidate: the budget is the whole pool).
+
+Settings (``-M``): ``pool`` (64 candidates a step), ``select`` (16 kept a step: the per-step budget;
+larger than the pool is a one-line error), ``steps`` (150), ``hidden`` (32), ``lr`` (1e-2), ``lam``
+(1), ``beta`` (4), ``proj`` (256, random projection of u; 0 none), ``fisher_decay`` (0.95),
+``momentum_gate`` (false), ``seed`` (0). Replies: ``prediction`` = class, and the training record
+(``budget_used``, ``noisy_selected_fraction``, ``selection_seconds_per_step``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from harness.registry import model
+from harness.tasks.selection.settings import check_settings
+from harness.types import Output, Request, Sample, Usage
+
+
+def _features(messages: Any) -> list[float]:
+    for m in messages:
+        for p in m.content:
+            if p.options and "features" in p.options:
+                return [float(v) for v in p.options["features"]]
+    raise ValueError("no feature vector in the request (options['features'])")
+
+
+@dataclass
+class SelectionModel:
+    method: str
+    settings: dict[str, Any] = field(default_factory=dict)
+    spec: str = ""
+    batch_size: int = 4096
+    concurrency: int = 1
+    cacheable: bool = False  # predictions depend on the fitted weights
+    modalities: frozenset[str] = frozenset({"text"})
+    net: Any = None
+    record: dict[str, Any] = field(default_factory=dict)
+    fit_error: str | None = None
+
+    def config(self) -> Any:
+        from harness.tasks.selection.trainer import SelectConfig
+
+        kw: dict[str, Any] = {"method": self.method}
+        for f in fields(SelectConfig):
+            if f.name in self.settings and f.name != "method":
+                v = self.settings[f.name]
+                is_bool = isinstance(f.default, bool)
+                kw[f.name] = str(v).lower() in ("1", "true", "yes") if is_bool else type(f.default)(v)
+        return SelectConfig(**kw)
+
+    def fit(self, train: Sequence[Sample]) -> dict[str, Any]:
+        import torch
+
+        from harness.tasks.selection.trainer import train_select
+
+        try:
+            X = torch.tensor([_features(s.messages) for s in train], dtype=torch.float32)
+            y = torch.tensor([int(s.target) for s in train])
+            noisy = torch.tensor([bool(s.metadata.get("noisy", False)) for s in train])
+            torch.set_num_threads(1)
+            t0 = time.perf_counter()
+            self.net, rec = train_select(self.config(), X, y, noisy, int(y.max()) + 1)
+            self.record = {**rec, "seconds": time.perf_counter() - t0}
+        except ValueError as exc:
+            self.net, self.fit_error = None, f"fit failed: {exc}"
+            return {"error": self.fit_error}
+        return self.record
+
+    async def generate(self, requests: Sequence[Request]) -> list[Output]:
+        import torch
+
+        if self.net is None:
+            reason = self.fit_error or f"{self.spec} has not been fitted (the task needs a train split)"
+            return [Output(error=reason) for _ in requests]
+        t0 = time.perf_counter()
+        outs: list[Output] = []
+        for r in requests:
+            try:
+                x = torch.tensor([_features(r.messages)], dtype=torch.float32)
+            except ValueError as exc:
+                outs.append(Output(error=str(exc)))
+                continue
+            with torch.no_grad():
+                c = int(self.net(x).argmax(1))
+            keep = ("budget_used", "noisy_selected_fraction", "selection_seconds_per_step")
+            outs.append(Output(text=str(c), prediction={"class": c, **{k: self.record[k] for k in keep}},
+                               details={"fit": self.record}))
+        per = (time.perf_counter() - t0) / max(len(outs), 1)
+        for o in outs:
+            o.usage = Usage(calls=1, seconds=per)
+        return outs
+
+
+@model("datasel", description="Online data selection under a fixed budget, trained on the train split: "
+       "datasel:gfv|random|loss|gradnorm|entropy|full")
+def datasel_backend(path: str | None, **settings: Any) -> SelectionModel:
+    from harness.tasks.selection.trainer import SELECTORS, SelectConfig
+
+    if path not in SELECTORS:
+        raise ValueError(f"unknown selector {path!r}; choose one of {', '.join(SELECTORS)}")
+    check_settings(f"datasel:{path}", settings, [f.name for f in fields(SelectConfig) if f.name != "method"])
+    cfg_try = SelectionModel(path, dict(settings)).config()
+    if cfg_try.select > cfg_try.pool:
+        raise ValueError(f"budget per step select={cfg_try.select} is larger than the pool ({cfg_try.pool})")
+    shown = "&".join(f"{k}={v}" for k, v in sorted(settings.items()))
+    return SelectionModel(path, dict(settings), f"datasel:{path}" + (f"?{shown}" if shown else ""))
