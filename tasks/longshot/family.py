@@ -6,4 +6,5 @@ FAMILY = Family(
     name="longshot",
     title="LongShOTBench",
     tasks=("harness.tasks.longshot.task",),
+    backends=("harness.tasks.longshot.agent.backend",),
 )

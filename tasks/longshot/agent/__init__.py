@@ -1,0 +1,1 @@
+"""LongShOTAgent: the benchmark authors' evidence-seeking video agent as a harness backend."""
