@@ -8,8 +8,9 @@ features match a train point gets that point's cluster (a Hartigan partition is 
 nearest-centroid one); any other point gets its nearest centroid.
 
 Settings (``-M``): ``k`` (default: the train samples' ``metadata["n_clusters"]``), ``seed`` (0),
-``max_iter`` (1000 for Hartigan iterations, 300 for Lloyd/Elkan), ``seq_cap`` (4096: unsafe moves
-re-checked sequentially per iteration), ``progress`` (true), ``cache`` (true: reuse a cached fit).
+``max_iter`` (1000 for Hartigan iterations, 300 for Lloyd/Elkan), ``seq_cap`` (no cap: how many
+moves that are not parallel-safe the vectorised sequential phase considers per iteration; 0 applies
+parallel-safe moves only), ``progress`` (true), ``cache`` (true: reuse a cached fit).
 
 Each output's ``details["fit"]`` records the fit: objective, iterations, seconds (of the original
 fit, also when it came from the cache), parallel/sequential move counts, whether it converged and
@@ -50,7 +51,7 @@ def kmeanspp_seeds(X: Any, k: int, seed: int) -> Any:
 
 
 def run_clustering(family: str, variant: str, X: Any, k: int, seed: int, *, max_iter: int | None = None,
-                   seq_cap: int = 4096, progress: TrainProgress | None = None,
+                   seq_cap: int | None = None, progress: TrainProgress | None = None,
                    track_objective: bool = True) -> dict[str, Any]:
     """Cluster X with one algorithm from shared k-means++ seeds; returns the fit record + state."""
     import numpy as np
@@ -114,8 +115,9 @@ class ClusteringModel:
         if not k:
             raise ValueError(f"{self.spec}: give -M k=N (train samples carry no metadata['n_clusters'])")
         k, seed = int(k), int(self.settings.get("seed", 0))
+        cap = self.settings.get("seq_cap")
         config = {"k": k, "seed": seed, "max_iter": self.settings.get("max_iter"),
-                  "seq_cap": int(self.settings.get("seq_cap", 4096)), "v": 1}
+                  "seq_cap": None if cap is None else int(cap), "v": 2}  # v2: blocked safe test + vectorised phase
         key = fit_key(f"{self.family}-{self.variant}", config, data_hash(X))
         state = load_fit(self.family, key) if self.settings.get("cache", True) else None
         cached = state is not None

@@ -358,7 +358,8 @@ def batched_hartigan(X: np.ndarray, init: np.ndarray, *, max_iter: int = 1000, s
         r = counts / (counts + 1.0)
         ratio_out = ratio_of(counts)
         s_out = np.sqrt(np.maximum(ratio_out, 0.0))
-        lhs = s_out[labels] * u
+        with np.errstate(invalid="ignore"):  # singleton (weight 0) times unscored (inf): nan, never a candidate
+            lhs = s_out[labels] * u
         need = np.flatnonzero(lhs > np.minimum(np.sqrt(r)[tgt] * lt, q) - slack)
         cand = need[:0]
         if need.size:
