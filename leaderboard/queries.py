@@ -103,7 +103,7 @@ def run_infos(s: Session, *, task: str | None = None, model_id: int | None = Non
         if per is None and n_done:
             per = (cost or 0.0) / n_done
         out.append(RunInfo(rid, rname, status, n_done, n_samples, n_err, cost or 0.0, fin, tid, tname, tver,
-                           thash, fam, list(mods or []), pm, mid, labels.get(mid, mdisp or mspec), mspec, backend,
+                           thash, fam, list(mods or []), pm, mid, labels.get(mid) or mdisp or mspec, mspec, backend,
                            dict(minfo or {}), _finite(val), _finite(lo), _finite(hi), n or 0, per,
                            dict(tmetrics or {})))
     return out
