@@ -101,14 +101,14 @@ def reid_metrics(records: list[SampleRecord], distance: str = "euclidean", seed:
 
     out: list[Metric] = []
     usable = [r for r in records if r.error is None and r.unscored is None and "embedding" in r.details]
+    dims = [len(r.details["embedding"]) for r in usable]
+    if dims:  # an embedding of another size than most cannot be compared: counted as unusable
+        common = max(set(dims), key=dims.count)
+        usable = [r for r in usable if len(r.details["embedding"]) == common]
     for role in ("query", "gallery"):
         n_role = sum(1 for r in records if r.metadata.get("role") == role)
         bad = n_role - sum(1 for r in usable if r.metadata.get("role") == role)
         out.append(Metric(f"unscored_{role if role == 'gallery' else 'queries'}", float(bad), n=n_role))
-    dims = [len(r.details["embedding"]) for r in usable]
-    if dims:
-        common = max(set(dims), key=dims.count)
-        usable = [r for r in usable if len(r.details["embedding"]) == common]
     usable.sort(key=lambda r: (r.sample_id, r.epoch))
     q = [r for r in usable if r.metadata.get("role") == "query"]
     g = [r for r in usable if r.metadata.get("role") == "gallery"]

@@ -128,7 +128,7 @@ def train(cfg: TrainConfig, images: np.ndarray, labels: np.ndarray, vis: np.ndar
         loss.backward()
         opt.step()
         sched.step()
-        losses.append(float(loss))
+        losses.append(float(loss.detach()))
         if tick is not None:
             tick()
     state = {"weights": {k: t.detach().clone() for k, t in net.state_dict().items()}, "mean": mean, "std": std,
