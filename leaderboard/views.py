@@ -410,8 +410,9 @@ def compare_view(sessions: sessionmaker[Session], a: int | None, b: int | None, 
 
     with sessions() as s:
         all_runs = queries.run_infos(s)
-    ctx: dict[str, Any] = {"page_title": "Compare runs", "nav": "compare", "all_runs": list(reversed(all_runs)),
-                           "a": a, "b": b, "results": [], "error": None, "diffs": [], "config_rows": []}
+    ctx: dict[str, Any] = {"page_title": "Compare runs", "nav": "compare", "direction_text": direction_text,
+                           "all_runs": list(reversed(all_runs)), "a": a, "b": b, "results": [], "error": None,
+                           "diffs": [], "config_rows": []}
     table = Table("compare", ["metric", "n", "mean_a", "mean_b", "diff_b_minus_a", "ci_low", "ci_high", "p_value",
                               "test"])
     if a is None or b is None:
@@ -421,6 +422,8 @@ def compare_view(sessions: sessionmaker[Session], a: int | None, b: int | None, 
         raise NotFound(f"no run with id {a if a not in by_id else b}")
     ra, rb = by_id[a], by_id[b]
     ctx.update(ra=ra, rb=rb)
+    # which sign of b - a is an improvement: the declared direction (of a's task), else none is coloured
+    ctx["better"] = lambda name: direction_of(metric_info(ra.task_metrics or rb.task_metrics, name))
     try:
         results = compare_runs(sessions, a, b)
     except ValueError as exc:

@@ -372,3 +372,31 @@ def test_push_carries_task_declarations(tmp_path, db_url):
                                    "model": {"spec": "s"}, "run": {"name": "r"}})
     app.state.sessions.kw["bind"].dispose()
     src.kw["bind"].dispose()
+
+
+def test_compare_colours_an_improvement_by_the_declared_direction(db_url):
+    sessions = open_db(db_url)
+    ids = []
+    with sessions.begin() as s:
+        task = ops.get_or_create_task(s, name="t_cmp", version="1", content_hash="h", primary_metric="err",
+                                      metrics={"err": {"direction": "lower", "scale": "raw", "display": "err"},
+                                               "n_words": {"direction": None, "scale": "raw", "display": ""}})
+        for spec, base in (("builtin:echo", 5.0), ("builtin:number", 1.0)):  # b has the smaller error everywhere
+            model = ops.get_or_create_model(s, spec, backend="builtin", display_name=spec)
+            run = RunRow(name=f"cmp-{spec}", task_id=task.id, model_id=model.id, config={}, config_hash="c",
+                         status="finished")
+            s.add(run)
+            s.flush()
+            ops.write_samples(s, [{"run_id": run.id, "sample_id": f"s{i}", "epoch": 0, "created_at": utcnow(),
+                                   "scores": {"err": base + i % 3, "n_words": base * (i % 2)}} for i in range(30)])
+            ops.replace_metrics(s, run.id, [Metric("err", base + 1, n=30)])
+            ids.append(run.id)
+    sessions.kw["bind"].dispose()
+    app = create_app(db_url, cache_seconds=0.0)
+    with TestClient(app) as client:
+        html = client.get(f"/compare?a={ids[0]}&b={ids[1]}").text
+    app.state.sessions.kw["bind"].dispose()
+    row = re.search(r"<tr><td>err</td>.*?</tr>", html, re.S).group(0)
+    assert 'class="num good"' in row and "lower is better" in row  # -4 is an improvement of a lower-is-better metric
+    row = re.search(r"<tr><td>n_words</td>.*?</tr>", html, re.S).group(0)
+    assert 'class="num good"' not in row and 'class="num bad"' not in row  # no direction: no colour
