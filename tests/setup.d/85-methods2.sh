@@ -6,3 +6,6 @@ if ! python -c "import ot, vega_datasets, sklearn" >/dev/null 2>&1; then
   pip_pinned "POT==0.9.7.post1" "vega_datasets" "scikit-learn>=1.5"
   python -c "import ot, vega_datasets, sklearn" || setup_fail "POT / vega_datasets / scikit-learn are not importable"
 fi
+if ! python -c "import scanpy" >/dev/null 2>&1; then
+    python -m pip install -q "scanpy"
+fi

@@ -1,0 +1,1 @@
+"""Optimal Mixture Transport: transport between fitted mixtures of subpopulations, with POT baselines."""
