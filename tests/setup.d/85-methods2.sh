@@ -7,5 +7,6 @@ if ! python -c "import ot, vega_datasets, sklearn" >/dev/null 2>&1; then
   python -c "import ot, vega_datasets, sklearn" || setup_fail "POT / vega_datasets / scikit-learn are not importable"
 fi
 if ! python -c "import scanpy" >/dev/null 2>&1; then
-    python -m pip install -q "scanpy"
+  pip_pinned "scanpy"
+  python -c "import scanpy" || setup_fail "scanpy is not importable"
 fi
