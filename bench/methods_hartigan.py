@@ -11,7 +11,7 @@ Prints per seed: objective, iterations, seconds, ratios to Lloyd (objective, tim
 (k distinct data points drawn with the seed) against Lloyd, where Hartigan's advantage should show.
 Targets: Hartigan time <= elkan, objective <= Lloyd from the same k-means++ seeds.
 
-    python bench/methods_hartigan.py            # both cases, 3 seeds, random starts (~3-6 min on 2 cores)
+    python bench/methods_hartigan.py            # both cases, 3 seeds, random starts (~9 min on 2 loaded cores)
     python bench/methods_hartigan.py --quick    # 20,000 points, 2 seeds (~20 s)
 """
 
