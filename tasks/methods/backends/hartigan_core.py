@@ -9,10 +9,11 @@ distances to cluster means) that the single move causes. Moves keep the objectiv
 
 Batched Hartigan (the seed paper's idea; its exact safety test is not public, so the tests below are
 our reconstruction, marked [inferred] in the methods README): each iteration scores every point's
-best Hartigan move against the current centroids, then applies the candidate moves in two phases.
+best Hartigan move against the current centroids, sorts the candidate moves by gain and handles
+them in blocks of ``_BLOCK``, each block from the state the previous ones left, in two phases.
 
 1. Parallel-safe moves, applied all at once. A move is *parallel-safe* when it stays improving
-   whatever subset of the *other* candidate moves has been applied before it. Applying a subset
+   whatever subset of the *other* candidate moves of its block has been applied before it. Applying a subset
    A (joins) and R (leaves) to cluster c moves its mean to c + T / n', with
 
        T = sum_A (x - c) - sum_R (x - c),   n' = n_c + |A| - |R|,
@@ -29,7 +30,7 @@ best Hartigan move against the current centroids, then applies the candidate mov
    rises with n, so the largest possible sizes are the weights' worst case. The move is safe when
    the worst-case remove value still beats the worst-case add value by more than the rounding floor
    and the source cannot empty. Then applying the safe moves one by one in *any* order improves the
-   objective at every step (each intermediate state is a subset of the candidates), so applying
+   objective at every step (each intermediate state is a subset of the block), so applying
    them all at once in parallel is a sequence of Hartigan moves. The directional term L is what
    makes this much tighter than the plain triangle inequality: moves that leave i for j shift c_i
    away from j and c_j towards i, which helps every other i -> j move, and L counts only the
