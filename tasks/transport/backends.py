@@ -3,7 +3,8 @@
 Each request is one transport problem (see ``tasks.py``); the reply labels every target point
 (``prediction["labels"]``) and reports cost, restart spread, stability and seconds. Settings
 (``-M``): ``k`` (target components; default: the number of source classes), ``reg`` (entropic eps
-relative to the median cost; omt 0.01, sinkhorn 0.01; ``reg=0`` makes omt's coupling step exact),
+relative to the median cost for omt (0.01), to the largest cost for sinkhorn (0.05);
+``reg=0`` makes omt's coupling step exact),
 ``rho`` (omt: alignment ridge, relative, 0.1), ``align`` (omt: learn the alignment, true),
 ``anneal`` (omt: eps continuation, true), ``restarts`` (10), ``stability`` (3 subsampled refits),
 ``seed`` (0), ``max_iter`` (500 EM iterations). A mixture fit that does not converge, or bad data,

@@ -5,8 +5,7 @@ diagnostics they share: label transfer, a source-to-target map, restart spread a
 - ``pot_gmm``: the same mixtures, POT's ``gmm_ot_plan`` (Delon-Desolneux MW2, exact LP over the
   Bures costs) and ``gmm_ot_apply_map``; Gaussian data only.
 - ``pot_emd``: exact sample-level OT (``ot.emd`` on squared Euclidean costs, uniform weights).
-- ``pot_sinkhorn``: entropic sample-level OT (``ot.sinkhorn``, log domain, eps relative to the
-  median cost).
+- ``pot_sinkhorn``: entropic sample-level OT (``ot.sinkhorn``, eps = reg x the largest cost, reg 0.05).
 
 Labels move along the plan: a target point takes the label with the most plan mass reaching it
 (sample plans), or the label mass its target components receive, weighted by its component
@@ -71,8 +70,10 @@ def _sample_solve(p: Problem, method: str, settings: dict[str, Any], perm: tuple
     if method == "pot_emd":
         plan = ot.emd(a, b, M, numItermax=10_000_000)
     else:
-        eps = float(settings.get("reg", 0.01)) * float(np.median(M))
-        plan = ot.sinkhorn(a, b, M, eps, method="sinkhorn_log", numItermax=1000, stopThr=1e-7)
+        # eps relative to the largest cost keeps exp(-M / eps) >= e^-1/reg: the plain (fast) Sinkhorn
+        # cannot underflow, where the log-domain one is ~30x slower on n x n plans
+        eps = float(settings.get("reg", 0.05)) * float(M.max())
+        plan = ot.sinkhorn(a, b, M, eps, numItermax=2000, stopThr=1e-9)
     if perm is not None:  # back to the original order
         inv_s, inv_t = np.argsort(perm[0]), np.argsort(perm[1])
         plan, Xs, ys, Xt = plan[inv_s][:, inv_t], p.Xs, p.ys, p.Xt
