@@ -39,7 +39,8 @@ def build_cmd(
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         raise typer.BadParameter(f"unknown option {unknown[0]!r}{hint}")
     try:
-        cfg = SynthConfig(**{k: type(fields[k].default)(v) for k, v in kw.items()})  # type: ignore[arg-type]
+        defaults = SynthConfig()
+        cfg = SynthConfig(**{k: type(getattr(defaults, k))(v) for k, v in kw.items()})  # type: ignore[arg-type]
         root = build(cfg, force=force)
     except (ValueError, BlenderUnavailable, RuntimeError) as exc:
         typer.echo(f"error: {exc}", err=True)

@@ -33,7 +33,7 @@ def _bbox(alpha: np.ndarray, pad: int = 2) -> tuple[int, int, int, int]:
 def _resize(arr: np.ndarray, hw: tuple[int, int]) -> np.ndarray:
     from PIL import Image
 
-    chans = [np.asarray(Image.fromarray(arr[..., c]).resize((hw[1], hw[0]), Image.BILINEAR)) for c in
+    chans = [np.asarray(Image.fromarray(arr[..., c]).resize((hw[1], hw[0]), Image.Resampling.BILINEAR)) for c in
              range(arr.shape[-1])]
     return np.stack(chans, axis=-1)
 

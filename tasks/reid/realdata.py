@@ -19,7 +19,7 @@ from typing import Any
 PID = re.compile(r"P([-\d]+)T([-\d]+)A([-\d]+)")
 CAM = re.compile(r"C([-\d]+)F([-\d]+)")
 AERIAL_CAMS = frozenset({0})
-LAYOUTS = {
+LAYOUTS: dict[str, dict[str, Any]] = {
     "agreid": {"train": "bounding_box_train", "A2G": ("query_all_c0", "bounding_box_test_all_c3"),
                "G2A": ("query_all_c3", "bounding_box_test_all_c0")},
     "agreid2": {"train": "train_all", "A2G": ("query", "gallery"), "G2A": ("query", "gallery")},

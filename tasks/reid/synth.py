@@ -100,8 +100,9 @@ def plan(cfg: SynthConfig, root: Path) -> tuple[list[dict[str, Any]], dict[str, 
                 for k in range(cfg.lifts):
                     failed = bool(rng.random() < cfg.fail_rate)
                     stem = f"{pid:04d}_c{v}_l{k}"
-                    novel = [{"cam": camera(rng, NOVEL_ELEVATION), "out": str(root / "lifts" / f"{stem}_n{j}.png"),
-                              "vis_out": str(root / "lifts" / f"{stem}_n{j}_vis.png")} for j in range(cfg.novel)]
+                    novel: list[dict[str, Any]] = [
+                        {"cam": camera(rng, NOVEL_ELEVATION), "out": str(root / "lifts" / f"{stem}_n{j}.png"),
+                         "vis_out": str(root / "lifts" / f"{stem}_n{j}_vis.png")} for j in range(cfg.novel)]
                     lift = {"seed": int(rng.integers(2**31)), "jitter": cfg.jitter,
                             "severity": round(float(rng.uniform(0.3, 1.0)), 4) if failed else 0.0,
                             "source_cam": cam, "source_out": str(root / "lifts" / f"{stem}_src.png"), "novel": novel}

@@ -102,11 +102,11 @@ class ReIDModel:
             record.update(vrec)
         cfg = self.config()
         key = stable_hash({"v": 1, "variant": self.variant, "cfg": asdict(cfg), "rows": rows})[:24]
-        path = _fit_dir() / f"{key}.pt"
+        fit_path = _fit_dir() / f"{key}.pt"
         use_cache = str(self.settings.get("cache", True)).strip().lower() not in ("0", "false", "no")
-        cached = path.exists() and use_cache
+        cached = fit_path.exists() and use_cache
         if cached:
-            blob = torch.load(path, weights_only=False)
+            blob = torch.load(fit_path, weights_only=False)  # our own cache file
             state, trec = blob["state"], blob["record"]
         else:
             images = np.zeros((len(rows), 3, *INPUT_HW), dtype=np.float32)
@@ -119,10 +119,10 @@ class ReIDModel:
                     vis[i], supervised[i] = v, 1.0
             labels = np.asarray([r["pid"] for r in rows])
             state, trec = train_net(cfg, images, labels, vis, supervised)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(f".tmp{os.getpid()}")
+            fit_path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = fit_path.with_suffix(f".tmp{os.getpid()}")
             torch.save({"state": state, "record": trec}, tmp)
-            tmp.replace(path)
+            tmp.replace(fit_path)  # atomic: a concurrent run never reads half a file
         self.state = {"state": state, "cfg": cfg}
         return {**record, **trec, "cached": cached}
 
