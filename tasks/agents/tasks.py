@@ -131,7 +131,7 @@ _EPISODE_METRICS = {
     "illegal_actions": lower("illegal actions per episode", scale="raw"),
     "illegal_rate": lower("illegal action rate", scale="fraction"),
     "model_errors": lower("model errors per episode", scale="raw"),
-    "seconds_per_step": lower("seconds per step", scale="raw"),
+    "seconds_per_step": lower("wall seconds per step (concurrent episodes share the loop)", scale="raw"),
 }
 
 
