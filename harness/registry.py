@@ -62,9 +62,12 @@ def task(name: str, *, description: str = "", family: str = "") -> Callable[[Any
         @functools.wraps(fn)
         def factory(*args: Any, **kwargs: Any) -> Any:
             made = fn(*args, **kwargs)
-            made.name = made.name or name
-            made.description = made.description or desc
-            made.family = made.family or family
+            from harness.task import Task
+
+            if isinstance(made, Task):  # anything else is the caller's to report (the runner refuses it)
+                made.name = made.name or name
+                made.description = made.description or desc
+                made.family = made.family or family
             return made
 
         _REGISTRY["task"][name] = Entry(name, factory, desc, "task", family)

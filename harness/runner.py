@@ -147,6 +147,8 @@ def build_task(name: str, options: dict[str, Any]) -> Task:
         raise RunConfigError(f"task {name!r}: bad option ({exc})") from None
     except ValueError as exc:  # a factory refusing an option value
         raise RunConfigError(f"task {name!r}: {exc}") from None
+    if not isinstance(task, Task):
+        raise RunConfigError(f"task {name!r}: its factory returned {type(task).__name__}, not a Task")
     return task
 
 

@@ -49,6 +49,8 @@ def _build(entry, tmp_path):
 def test_every_registered_task_declares_its_primary_metric(tmp_path):
     names = []
     for entry in entries("task"):
+        if not entry.factory.__module__.startswith("harness."):
+            continue  # registered by a test module in this process (e.g. a toy returning None)
         t = _build(entry, tmp_path)
         names.append(entry.name)
         assert t.primary_metric in t.metrics, f"{entry.name}: primary metric {t.primary_metric!r} not declared"
