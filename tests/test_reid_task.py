@@ -191,3 +191,17 @@ def test_embedding_distances_rank_true_matches_first():
     g /= np.linalg.norm(g, axis=1, keepdims=True)
     assert (euclidean_distances(q, g).argmin(1) == np.arange(4)).all()
     assert (cosine_distances(q, g).argmin(1) == np.arange(4)).all()
+
+
+def test_build_cli_errors_are_one_line(tmp_path):
+    import subprocess
+    import sys
+
+    env = {**os.environ, "HARNESS_CACHE_DIR": str(tmp_path), "HARNESS_BPY_PYTHON": str(tmp_path / "none")}
+    run = subprocess.run([sys.executable, "-m", "harness.cli", "reid", "build", "-T", "ids=4"], env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 1 and run.stderr.strip().startswith("error: Blender (bpy) not found")
+    assert len(run.stderr.strip().splitlines()) == 1
+    run = subprocess.run([sys.executable, "-m", "harness.cli", "reid", "build", "-T", "idz=4"], env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2 and "did you mean 'ids'" in run.stderr
