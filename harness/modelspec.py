@@ -93,9 +93,7 @@ def parse_spec(text: str) -> SpecNode:
                 node.params[key.strip()] = parse_value(val)
             else:
                 node.args.append(parse_spec(arg))
-        if not node.args:
-            raise ModelSpecError(f"operator {name!r} needs at least one model: {text!r}")
-        return node
+        return node  # no models inside: a backend called with settings (checked in build_model)
     if colon > 0:
         return SpecNode(text[:colon].strip(), path=text[colon + 1 :].strip())
     return SpecNode(text)
@@ -141,8 +139,16 @@ def build_model(
     modalities = modalities or {"text"}
     if node.is_operator:
         entry = lookup("model", node.name)
+        if not entry.operator and not node.args:
+            # `backend(key=value, ...)`: the backend with those settings, e.g.
+            # longshot-agent(controller=openai:m, vision=openai:v)
+            merged = {**settings, **node.params}
+            check_settings(entry, merged)
+            return entry.factory(None, **merged)
         if not entry.operator:
             raise ModelSpecError(f"{node.name!r} is a backend, not an operator; write {node.name}:PATH")
+        if not node.args:
+            raise ModelSpecError(f"operator {node.name!r} needs at least one model: {spec!r}")
         inner = [build_model(a, settings, modalities) for a in node.args]
         return entry.factory(*inner, **dict(node.params))
     if node.path is None:

@@ -329,6 +329,10 @@ def run_view(sessions: sessionmaker[Session], run_id: int, media_roots: list[Pat
         metrics = queries.metrics_of(s, [run_id])
         total, rows = queries.sample_page(s, run_id, q=q, status=status, page=page, per_page=per_page)
         stored = queries.judgements_for(s, run_id, [(r.sample_id, r.epoch) for r in rows])
+        error_kinds = s.execute(
+            select(SampleResultRow.error_kind, func.count()).where(SampleResultRow.run_id == run_id,
+                                                                   SampleResultRow.error.is_not(None))
+            .group_by(SampleResultRow.error_kind).order_by(func.count().desc())).all()
     from harness.families import is_hidden, redact_details
 
     samples = []
@@ -354,6 +358,7 @@ def run_view(sessions: sessionmaker[Session], run_id: int, media_roots: list[Pat
     return View("run.html", {
         "page_title": f"Run {info.run_name}", "nav": "runs", "info": info, "run": run, "metrics": metrics,
         "config_main": [(k, config.get(k)) for k in CONFIG_KEYS if k in config],
+        "error_kinds": [(kind or "error", n) for kind, n in error_kinds],
         "config": config, "samples": samples, "total": total, "page": page, "per_page": per_page,
         "pages": max(1, math.ceil(total / per_page)), "q": q, "status": status,
         "filters": queries.SAMPLE_FILTERS, "params": {"q": q, "status": status, "per_page": per_page},

@@ -62,8 +62,12 @@ def test_spec_grammar():
     assert parse_spec("openai:gpt-4o-2024-08-06").path == "gpt-4o-2024-08-06"
     assert parse_spec("vllm:Qwen/Qwen2.5-Omni-7B").path == "Qwen/Qwen2.5-Omni-7B"
     assert parse_value("0.7") == 0.7 and parse_value("true") is True and parse_value("abc") == "abc"
-    with pytest.raises(ModelSpecError):
-        parse_spec("vote(n=3)")
+    # an operator without a model inside is refused; a backend called with keywords is that backend
+    with pytest.raises(ModelSpecError, match="needs at least one model"):
+        build_model("vote(n=3)")
+    assert build_model("builtin(text=hi)").spec == "builtin:echo?text=hi"
+    with pytest.raises(ModelSpecError, match="did you mean 'temperature'"):
+        build_model("builtin(temprature=1)")
 
 
 def test_registry_decorators_and_did_you_mean():

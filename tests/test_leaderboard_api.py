@@ -129,6 +129,7 @@ def test_run_page_shows_judge_verdicts_errors_and_media(site):
     html = client.get(f"/runs/{ids['hostile']}").text
     assert "Judge verdicts (1)" in html and "raw reply" in html
     assert "boom &lt;script&gt;" in html and "error: model" in html
+    assert re.search(r'<div class="label">errors</div><div class="big">1</div><div class="ci">model 1</div>', html)
     media = re.findall(r'<img src="(/media\?path=[^"]+)"', html)
     assert media, "the input image under the media root is shown"
     img = client.get(media[0].replace("&amp;", "&"))
