@@ -231,12 +231,12 @@ def act(prim: Primitive, obs: Observation, seed: int = 0) -> str:
         return explore(obs, seed)
     if first != "here":
         return "move_" + first
-    d = face(obs, targets)
-    if d is None:
+    heading = face(obs, targets)
+    if heading is None:
         return explore(obs, seed)
     if prim.kind == "goto":
-        return "move_" + d
-    return "do" if obs.direction == d and obs.facing in targets else "move_" + d
+        return "move_" + heading
+    return "do" if obs.direction == heading and obs.facing in targets else "move_" + heading
 
 
 def expert_action(obs: Observation, seed: int = 0) -> tuple[str, Primitive]:

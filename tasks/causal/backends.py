@@ -52,7 +52,8 @@ class BoundsModel:
         kw: dict[str, Any] = {}
         for f in fields(NCMConfig):
             if f.name in self.settings:
-                kw[f.name] = type(f.default)(self.settings[f.name])
+                default: Any = f.default  # every config field has a plain default
+                kw[f.name] = type(default)(self.settings[f.name])
         return NCMConfig(**kw)
 
     def answer(self, request: Request) -> dict[str, Any]:

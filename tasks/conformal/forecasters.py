@@ -9,6 +9,8 @@ Both are online: ``predict()`` uses only values already passed to ``update()``.
 
 from __future__ import annotations
 
+from typing import Any
+
 FORECASTERS = ("ar", "last")
 
 
@@ -33,7 +35,7 @@ class RecursiveAR:
         # inverse Gram matrix of the ridge prior: P = (ridge I)^-1
         self.P = np.eye(order + 1) / ridge
 
-    def _features(self) -> object:
+    def _features(self) -> Any:
         import numpy as np
 
         lags = self.history[-1: -self.order - 1: -1]
@@ -58,7 +60,7 @@ class RecursiveAR:
             del self.history[0]
 
     @staticmethod
-    def outer(a: object, b: object) -> object:
+    def outer(a: Any, b: Any) -> Any:
         import numpy as np
 
         return np.outer(a, b)

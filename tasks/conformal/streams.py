@@ -26,7 +26,7 @@ DEFAULT_LEVELS = (0.5, 0.6, 0.7, 0.8, 0.9, 0.98)
 def parse_levels(levels: Any) -> tuple[float, ...]:
     """Coverage levels from ``"0.5,0.9"`` or a list; strictly increasing, each in (0, 1)."""
     if isinstance(levels, str):
-        parts = [p for p in levels.replace(";", ",").split(",") if p.strip()]
+        parts: list[Any] = [p for p in levels.replace(";", ",").split(",") if p.strip()]
     elif isinstance(levels, int | float):
         parts = [levels]
     else:

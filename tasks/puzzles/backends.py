@@ -60,7 +60,8 @@ class PuzzleNet:
         kw: dict[str, Any] = {"arch": self.arch}
         for f in fields(TrainConfig):
             if f.name in self.settings and f.name != "arch":
-                kw[f.name] = type(f.default)(self.settings[f.name])
+                default: Any = f.default  # every config field has a plain default
+                kw[f.name] = type(default)(self.settings[f.name])
         return TrainConfig(**kw)
 
     def fit(self, train: Sequence[Sample]) -> dict[str, Any]:

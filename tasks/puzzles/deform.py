@@ -53,6 +53,7 @@ def deform_module(channels_in: int, channels_out: int, kernel: int = 3) -> Any:
             torch.nn.init.kaiming_uniform_(self.weight, a=5**0.5)
             self.offset = torch.nn.Conv2d(channels_in, 2 * kernel * kernel, 3, padding=1)
             torch.nn.init.zeros_(self.offset.weight)
+            assert self.offset.bias is not None  # Conv2d's bias=True
             torch.nn.init.zeros_(self.offset.bias)
 
         def forward(self, x: Any) -> Any:

@@ -67,7 +67,8 @@ def shortest_path(walls: list[list[int]], source: tuple[int, int], target: tuple
     parent = bfs(walls, source)
     if target not in parent:
         return None
-    path, c = [], target
+    path: list[tuple[int, int]] = []
+    c: tuple[int, int] | None = target
     while c is not None:
         path.append(c)
         c = parent[c]

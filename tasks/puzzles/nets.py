@@ -13,7 +13,7 @@ adaptive NCA's) and the same 1x1 readout, applied once: its receptive field is f
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 ARCHS = ("anca", "nca", "cnn")
 
@@ -32,8 +32,8 @@ def build(arch: str, c_in: int, c_out: int, hidden: int = 16, depth: int = 8) ->
             self.perceive = deform_module(width, 2 * hidden) if adaptive else nn.Conv2d(width, 2 * hidden, 3, padding=1)
             self.update = nn.Sequential(nn.Conv2d(2 * hidden, 2 * hidden, 1), nn.ReLU(),
                                         nn.Conv2d(2 * hidden, hidden, 1))
-            nn.init.zeros_(self.update[2].weight)  # start as the identity map: a stable fixed point
-            nn.init.zeros_(self.update[2].bias)
+            nn.init.zeros_(cast(torch.Tensor, self.update[2].weight))  # start as the identity map: a stable fixed point
+            nn.init.zeros_(cast(torch.Tensor, self.update[2].bias))
             self.readout = nn.Conv2d(hidden, c_out, 1)
 
         def forward(self, x: Any, steps: int, trace: bool = False) -> Any:

@@ -50,7 +50,8 @@ class SelectionModel:
             if f.name in self.settings and f.name != "method":
                 v = self.settings[f.name]
                 is_bool = isinstance(f.default, bool)
-                kw[f.name] = str(v).lower() in ("1", "true", "yes") if is_bool else type(f.default)(v)
+                default: Any = f.default  # every config field has a plain default
+                kw[f.name] = str(v).lower() in ("1", "true", "yes") if is_bool else type(default)(v)
         return SelectConfig(**kw)
 
     def fit(self, train: Sequence[Sample]) -> dict[str, Any]:

@@ -147,6 +147,7 @@ def run_method(p: Problem, method: str, settings: dict[str, Any]) -> dict[str, A
     seconds = time.perf_counter() - t0
     rng = np.random.default_rng(int(settings.get("seed", 0)) + 1)
     spread = 0.0
+    perm: Any
     for _ in range(int(settings.get("restarts", 10)) - 1):
         if sample_level:
             perm = (rng.permutation(len(p.Xs)), rng.permutation(len(p.Xt)))

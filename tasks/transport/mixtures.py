@@ -10,7 +10,7 @@ turns it into that sample's error, never a crash.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 
 class MixtureFitError(ValueError):
@@ -34,7 +34,7 @@ class Mixture:
             from scipy.stats import multivariate_normal
 
             logp = np.stack([np.log(w) + multivariate_normal(m, c, allow_singular=True).logpdf(X)
-                             for w, m, c in zip(self.weights, self.means, self.covs, strict=True)], axis=1)
+                             for w, m, c in zip(self.weights, self.means, cast(Any, self.covs), strict=True)], axis=1)
         else:
             logp = poisson_loglik(X, self.means) + np.log(self.weights)[None, :]
         logp = logp - logp.max(axis=1, keepdims=True)

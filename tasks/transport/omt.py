@@ -130,6 +130,8 @@ def solve(source: Mixture, target: Mixture, *, reg: float = 0.01, rho: float = 0
     d = source.means.shape[1]
     gauss = source.kind == "gaussian"
     shape = bures_cost(source, target) if gauss else None
+    A: Any
+    t: Any
     A, t = (np.eye(d), np.zeros(d)) if gauss else (None, np.zeros(d))
 
     def cost_at(A: Any, t: Any) -> Any:

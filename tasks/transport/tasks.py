@@ -80,9 +80,9 @@ def score(sample: Sample, output: Output, ctx: ScoreContext) -> Score:
     values = {"label_transfer_accuracy": float(np.mean(labels == truth)),
               "component_match_accuracy": float(np.mean(matched))}
     for key in PASSED:
-        got = pred.get("cost" if key == "transport_cost" else key)
-        if isinstance(got, int | float):
-            values[key] = float(got)
+        reported = pred.get("cost" if key == "transport_cost" else key)
+        if isinstance(reported, int | float):
+            values[key] = float(reported)
     return Score(values=values)
 
 

@@ -119,6 +119,7 @@ class TrainProgress:
 
     def advance(self, info: str = "") -> None:
         if self.bar is not None:
+            assert self.task_id is not None  # set together with self.bar
             self.bar.update(self.task_id, advance=1, info=info)
 
     @contextmanager

@@ -116,7 +116,7 @@ class BinaryNet(nn.Module):
             if image_shape is None:
                 raise ValueError("icbm needs image inputs (features with options['shape'] = [H, W])")
             h, w = image_shape
-            self.features = nn.Sequential(
+            self.features: nn.Module = nn.Sequential(
                 nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(), nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(),
                 nn.AdaptiveAvgPool2d((max(h // 2, 1), max(w // 2, 1))), nn.Flatten())
             width = 32 * max(h // 2, 1) * max(w // 2, 1)
