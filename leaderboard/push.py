@@ -95,7 +95,8 @@ def push_run(sessions: sessionmaker[Session], run_name: str, url: str, token: st
     own = client is None
     http = client or httpx.Client(timeout=timeout)
     endpoint = url.rstrip("/") + "/api/runs"
-    totals = {"run_id": None, "run_name": run_name, "samples_inserted": 0, "judgements_inserted": 0, "requests": 0}
+    totals: dict[str, Any] = {"run_id": None, "run_name": run_name, "samples_inserted": 0, "judgements_inserted": 0,
+                              "requests": 0}
     try:
         for body in payloads(sessions, run_name):
             try:

@@ -12,8 +12,9 @@ import hmac
 import secrets
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any, cast
 
-from sqlalchemy import select, update
+from sqlalchemy import CursorResult, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -75,7 +76,9 @@ def list_tokens(sessions: sessionmaker[Session]) -> list[TokenInfo]:
 
 def revoke_token(sessions: sessionmaker[Session], name: str) -> None:
     with sessions.begin() as s:
-        done = s.execute(update(ApiTokenRow).where(ApiTokenRow.name == name).values(revoked=True)).rowcount
+        # an UPDATE's result is a CursorResult (Session.execute is typed as returning the base Result)
+        done = cast(CursorResult[Any], s.execute(update(ApiTokenRow).where(ApiTokenRow.name == name)
+                                                .values(revoked=True))).rowcount
     if not done:
         raise TokenError(f"no token named {name!r}")
 

@@ -400,7 +400,7 @@ def load(path: str, **settings: Any) -> HFModel:
     # CPU decoding is weight-bandwidth bound: 16 rows cost far less than 2x 8 (SmolLM2, 1 thread:
     # 137 ms/step at 8 rows, 268 ms at 32), while more rows mean a later first commit
     default_batch = 32 if device.startswith("cuda") else 16
-    loaded = {k: load_opts[k] for k in ("dtype", "gguf_file", "revision") if k in load_opts}
+    loaded: dict[str, Any] = {k: load_opts[k] for k in ("dtype", "gguf_file", "revision") if k in load_opts}
     spec_settings: dict[str, Any] = {**gen, **loaded}
     return HFModel(
         spec=spec_string(path, spec_settings),

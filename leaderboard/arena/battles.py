@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import DateTime, bindparam, func, select, text
 from sqlalchemy.orm import Session
@@ -208,7 +208,9 @@ def find_sides(
 ) -> tuple[Side, Side] | None:
     pairs = session.execute(_SHARED_SAMPLES, {"ra": run_a, "rb": run_b}).all()
     for id_a, id_b in pairs:
-        sa, sb = _side(session.get(SampleResultRow, id_a), roots), _side(session.get(SampleResultRow, id_b), roots)
+        # both ids were just read from that table in this session: the rows exist
+        sa = _side(cast(SampleResultRow, session.get(SampleResultRow, id_a)), roots)
+        sb = _side(cast(SampleResultRow, session.get(SampleResultRow, id_b)), roots)
         if sa.failed and sb.failed:
             continue
         if identical(sa, sb):
@@ -280,8 +282,8 @@ def _store(
             slots[f"p{i}"] = str(real)
             prompt_slots.append(f"p{i}")
     for prefix, side in (("l", sl), ("r", sr)):
-        for i, p in enumerate(side.renders):
-            slots[f"{prefix}{i}"] = str(p)
+        for i, render in enumerate(side.renders):
+            slots[f"{prefix}{i}"] = str(render)
         if side.mesh is not None and not side.failed:
             slots[f"m{prefix}"] = str(side.mesh)
     row = ArenaBattleRow(

@@ -174,7 +174,8 @@ def arena_vote_form(
     try:
         result = votes.cast_vote(request.app.state.sessions, st.cfg, st.secret, token, outcome, voter, ip)
     except votes.VoteRefused as exc:
-        ctx = {"base": base_template(), "message": exc.message, "task": task, "title": "Vote refused", "nav": "arena"}
+        ctx: dict[str, Any] = {"base": base_template(), "message": exc.message, "task": task, "title": "Vote refused",
+                               "nav": "arena"}
         return templates.TemplateResponse(request, "refused.html", ctx, status_code=exc.status, headers=NO_STORE)
     with request.app.state.sessions() as s:
         row = s.scalar(select(ArenaBattleRow).where(ArenaBattleRow.public_id == result.battle))

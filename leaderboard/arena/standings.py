@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
-from sqlalchemy import select, update
+from sqlalchemy import CursorResult, select, update
 from sqlalchemy.orm import Session
 
 from harness.ratings import Ratings, VoterFlag, implausible_voters, pair_counts, rate, rate_counts, rate_with_style
@@ -53,7 +53,7 @@ def compute(
         drop = {f.voter for f in excluded}
         votes = [v for v in votes if v[0] not in drop]
     tuples = [(v[1], v[2], OUTCOME_TO_BT[v[3]]) for v in votes]
-    options = {"min_votes": min_votes, "provisional_votes": provisional_votes, "seed": seed}
+    options: dict[str, Any] = {"min_votes": min_votes, "provisional_votes": provisional_votes, "seed": seed}
     if style and votes:
         ratings = rate_with_style(
             tuples, [(v[4] or {}).get("left", {}) for v in votes], [(v[4] or {}).get("right", {}) for v in votes],
@@ -71,7 +71,7 @@ def apply_flags(session: Session, flags: list[VoterFlag], task: str | None = Non
         q = update(ArenaVoteRow).where(ArenaVoteRow.voter_hash == f.voter, ArenaVoteRow.flagged.is_(False))
         if task:
             q = q.where(ArenaVoteRow.task == task)
-        n += session.execute(q.values(flagged=True, flag_reason=f.reason)).rowcount or 0
+        n += cast(CursorResult[Any], session.execute(q.values(flagged=True, flag_reason=f.reason))).rowcount or 0
     session.commit()
     return n
 

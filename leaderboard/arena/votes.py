@@ -12,9 +12,9 @@ from __future__ import annotations
 import zlib
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import DateTime, String, bindparam, case, false, func, insert, select, text, update
+from sqlalchemy import DateTime, String, Table, bindparam, case, false, func, insert, select, text, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -53,7 +53,7 @@ _B = ArenaBattleRow.__table__.c
 _V = ArenaVoteRow.__table__.c
 _BATTLE = select(_B.id, _B.task, _B.sample_id, _B.epoch, _B.left_model, _B.right_model, _B.expires_at,
                  _B.voted_at).where(_B.public_id == bindparam("pid"))
-_CLAIM = (update(ArenaBattleRow.__table__).where(_B.id == bindparam("bid"), _B.voted_at.is_(None))
+_CLAIM = (update(cast(Table, ArenaBattleRow.__table__)).where(_B.id == bindparam("bid"), _B.voted_at.is_(None))
           .values(voted_at=bindparam("stamp", type_=DateTime)))
 
 
@@ -66,7 +66,7 @@ def _recent_stmt(column: Any) -> Any:
 
 _RECENT_VOTER = _recent_stmt(_V.voter_hash)
 _RECENT_IP = _recent_stmt(_V.ip_hash)
-_COPY = insert(ArenaVoteRow.__table__).from_select(
+_COPY = insert(cast(Table, ArenaVoteRow.__table__)).from_select(
     ["battle_id", "task", "sample_id", "left_model", "right_model", "outcome", "voter_hash", "ip_hash", "served_at",
      "created_at", "features", "flagged"],
     select(_B.id, _B.task, _B.sample_id, _B.left_model, _B.right_model, bindparam("outcome", type_=String),

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 
@@ -75,7 +76,10 @@ def contractivity_from_quality(rounds: Sequence[Sequence[float]] | Sequence[floa
     ``details["qualities"]`` from ``turbo``); all consecutive pairs (e_t, e_{t+1}) are pooled and
     e_{t+1} = a e_t + b is fitted by least squares. With a single distinct e_t the slope is not
     identifiable and b = 0 is assumed (pure contraction toward zero error)."""
-    trajectories = [list(rounds)] if rounds and not isinstance(rounds[0], Sequence) else [list(r) for r in rounds]
+    trajectories: list[list[float | None]] = (
+        [list(cast(Sequence[float], rounds))] if rounds and not isinstance(rounds[0], Sequence)
+        else [list(r) for r in cast(Sequence[Sequence[float]], rounds)]
+    )
     xs, ys = [], []
     for traj in trajectories:
         errs = [1.0 - float(q) for q in traj if q is not None]
