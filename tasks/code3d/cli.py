@@ -93,8 +93,8 @@ def judge_cmd(
     if human is not None:
         judged = {(v.sample_id, v.model_a, v.model_b): v.outcome for v in votes}
         pairs_j, pairs_h = [], []
-        for _, row in read_jsonl(human):
-            key = (str(row.get("sample_id")), str(row.get("model_a")), str(row.get("model_b")))
+        for _, vote_row in read_jsonl(human):
+            key = (str(vote_row.get("sample_id")), str(vote_row.get("model_a")), str(vote_row.get("model_b")))
             flipped = (key[0], key[2], key[1])
             if key in judged:
                 pairs_j.append(judged[key])
@@ -102,7 +102,7 @@ def judge_cmd(
                 pairs_j.append({"a": "b", "b": "a"}.get(judged[flipped] or "", judged[flipped]))
             else:
                 continue
-            pairs_h.append(str(row.get("winner", "")).lower())
+            pairs_h.append(str(vote_row.get("winner", "")).lower())
         agree = agreement(pairs_j, pairs_h)
         con.print(f"agreement with {len(pairs_h)} human votes (ties dropped, n={agree['n']:.0f}): "
                   f"accuracy {agree['accuracy']:.3f}, Cohen's kappa {agree['kappa']:.3f}")  # fmt: skip

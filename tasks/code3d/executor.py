@@ -20,6 +20,7 @@ import stat
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -259,14 +260,15 @@ class BlenderPool:
     async def execute(self, code: str, artifacts_dir: str | Path) -> ExecResult:
         return await asyncio.to_thread(self.execute_sync, code, artifacts_dir)
 
-    def thumbnails_sync(self, images: list[str | Path], out_path: str | Path) -> Path:
+    def thumbnails_sync(self, images: Sequence[str | Path], out_path: str | Path) -> Path:
         """Decode reference PNGs into a (V, S, S, 4) uint8 .npy (inside the sandbox: the host has no
         image decoder, and the worker's Pillow is the one the renders go through)."""
         worker = self._take()
         broken = False
         try:
-            job = {"id": f"thumbs-{time.monotonic_ns()}", "kind": "thumbs", "thumb_size": self.thumb_size,
-                   "files": [f"ref_{i}.png" for i in range(len(images))], "full_views": self.full_views}  # fmt: skip
+            job: dict[str, Any] = {
+                "id": f"thumbs-{time.monotonic_ns()}", "kind": "thumbs", "thumb_size": self.thumb_size,
+                "files": [f"ref_{i}.png" for i in range(len(images))], "full_views": self.full_views}  # fmt: skip
             job_dir = worker.workdir / "jobs" / job["id"]
             job_dir.mkdir(parents=True)
             for i, src in enumerate(images):

@@ -171,7 +171,7 @@ async def judge_runs(
             a, b = outputs[ra][sid], outputs[rb][sid]
             ok_a, ok_b = a["status"] == "OK", b["status"] == "OK"
             if not (ok_a and ok_b):
-                outcome = "both_bad" if not (ok_a or ok_b) else ("a" if ok_a else "b")
+                outcome: str | None = "both_bad" if not (ok_a or ok_b) else ("a" if ok_a else "b")
                 votes.append(PairVote(sid, names[ra], names[rb], outcome, "status", ra, rb))
                 continue
             outcome, verdict = await judge_pair(

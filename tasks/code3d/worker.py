@@ -24,6 +24,7 @@ import signal
 import sys
 import time
 import traceback
+from typing import Any
 
 PROTOCOL = os.fdopen(os.dup(1), "w", buffering=1)
 os.dup2(2, 1)  # everything printed from here on goes to stderr
@@ -256,10 +257,11 @@ def write_thumbs(job_dir: str, names: tuple[str, ...] | list[str], size: int, fu
     for name in names:
         with Image.open(os.path.join(job_dir, name)) as im:
             rgba = im.convert("RGBA")
-            thumbs.append(np.asarray(rgba.resize((size, size), Image.BILINEAR), dtype=np.uint8))
+            # Image.BILINEAR / BICUBIC (kept for older Pillows): set at import time, so not in Pillow's types
+            thumbs.append(np.asarray(rgba.resize((size, size), Image.BILINEAR), dtype=np.uint8))  # type: ignore[attr-defined]
             if full:
                 side = max(rgba.size)
-                views.append(np.asarray(rgba.resize((side, side), Image.BICUBIC), dtype=np.uint8))
+                views.append(np.asarray(rgba.resize((side, side), Image.BICUBIC), dtype=np.uint8))  # type: ignore[attr-defined]
     path = os.path.join(job_dir, "thumbs.npy")
     np.save(path, np.stack(thumbs))
     if full:
@@ -357,6 +359,7 @@ def handle(job: dict) -> dict:
     }
     killed, seconds = run_forked(run_job_child, job, job_dir, limits)
     result_file = os.path.join(job_dir, "result.json")
+    result: dict[str, Any]
     if killed == "exec":
         result = {"status": "ERR_TIMEOUT", "error": f"script ran past {limits['exec']:.0f} s", "traceback": ""}
     elif killed:

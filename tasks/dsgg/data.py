@@ -45,9 +45,9 @@ def load_action_genome(data_dir: str | Path, split: str = "test") -> list[dict[s
     root = Path(data_dir)
     ann = root / "annotations" if (root / "annotations").is_dir() else root
     files = [ann / "person_bbox.pkl", ann / "object_bbox_and_relationship.pkl"]
-    for f in files:
-        if not f.exists():
-            raise DatasetError(f"{f}: file not found (expected Action Genome annotation pickles)")
+    for file in files:
+        if not file.exists():
+            raise DatasetError(f"{file}: file not found (expected Action Genome annotation pickles)")
     with files[0].open("rb") as fh:
         person = pickle.load(fh)
     with files[1].open("rb") as fh:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Protocol, cast
 
 import numpy as np
 
@@ -127,14 +128,26 @@ def ag_ground_truth(frames: Sequence[dict], person_class: int = 1) -> AGGroundTr
             box = np.asarray(o["box"], dtype=float)
             c = int(o["class"])
             for local in o.get("attention", []):
-                fr.append(f), sub.append(person_class), prd.append(ATTENTION[0] + int(local)), obj.append(c)
-                sbox.append(person), obox.append(box)
+                fr.append(f)
+                sub.append(person_class)
+                prd.append(ATTENTION[0] + int(local))
+                obj.append(c)
+                sbox.append(person)
+                obox.append(box)
             for local in o.get("spatial", []):
-                fr.append(f), sub.append(c), prd.append(SPATIAL[0] + int(local)), obj.append(person_class)
-                sbox.append(box), obox.append(person)
+                fr.append(f)
+                sub.append(c)
+                prd.append(SPATIAL[0] + int(local))
+                obj.append(person_class)
+                sbox.append(box)
+                obox.append(person)
             for local in o.get("contacting", []):
-                fr.append(f), sub.append(person_class), prd.append(CONTACTING[0] + int(local)), obj.append(c)
-                sbox.append(person), obox.append(box)
+                fr.append(f)
+                sub.append(person_class)
+                prd.append(CONTACTING[0] + int(local))
+                obj.append(c)
+                sbox.append(person)
+                obox.append(box)
     as_int = lambda x: np.asarray(x, dtype=np.int64)  # noqa: E731
     return AGGroundTruth(as_int(fr), as_int(sub), as_int(prd), as_int(obj),
                          np.asarray(sbox, dtype=float).reshape(-1, 4), np.asarray(obox, dtype=float).reshape(-1, 4),
@@ -255,19 +268,30 @@ def ag_candidates(pred: AGPrediction, constraint: str = "with", semi_threshold: 
             # the reference's argmax runs over the 26-wide row with zeros outside the block: an
             # all-zero block yields predicate 0 with score 0
             predicate = np.where(best > 0, lo + arg, 0) if b else lo + arg
-            frame_parts.append(pf), sub_parts.append(s), obj_parts.append(o)
-            pred_parts.append(predicate), p_parts.append(best), pos_parts.append(row * N_PREDICATES)
+            frame_parts.append(pf)
+            sub_parts.append(s)
+            obj_parts.append(o)
+            pred_parts.append(predicate)
+            p_parts.append(best)
+            pos_parts.append(row * N_PREDICATES)
         elif constraint == "semi":
             if b == 0:
                 keep = dist[:, 0] + dist[:, 1] > 0
-                frame_parts.append(pf[keep]), sub_parts.append(s[keep]), obj_parts.append(o[keep])
-                pred_parts.append(lo + dist.argmax(1)[keep]), p_parts.append(dist.max(1)[keep])
+                frame_parts.append(pf[keep])
+                sub_parts.append(s[keep])
+                obj_parts.append(o[keep])
+                pred_parts.append(lo + dist.argmax(1)[keep])
+                p_parts.append(dist.max(1)[keep])
                 pos_parts.append(row[keep] * N_PREDICATES)
             else:
                 ok_row = dist[:, 0] + dist[:, 1] > 0
                 r, c = np.nonzero((dist > semi_threshold) & ok_row[:, None])
-                frame_parts.append(pf[r]), sub_parts.append(s[r]), obj_parts.append(o[r])
-                pred_parts.append(lo + c), p_parts.append(dist[r, c]), pos_parts.append(row[r] * N_PREDICATES + lo + c)
+                frame_parts.append(pf[r])
+                sub_parts.append(s[r])
+                obj_parts.append(o[r])
+                pred_parts.append(lo + c)
+                p_parts.append(dist[r, c])
+                pos_parts.append(row[r] * N_PREDICATES + lo + c)
     frame = np.concatenate(frame_parts) if frame_parts else np.zeros(0, np.int64)
     sub = np.concatenate(sub_parts).astype(np.int64)
     obj = np.concatenate(obj_parts).astype(np.int64)
@@ -295,7 +319,7 @@ def _top_cells(grid: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         keep = greater | (tie & (np.cumsum(tie, axis=1) <= need[:, None]))
     else:
         keep = np.isfinite(grid)
-    return np.nonzero(keep)
+    return cast(tuple[np.ndarray, np.ndarray], np.nonzero(keep))  # grid is 2-D: (rows, cols)
 
 
 def _no_constraint_candidates(pf: np.ndarray, blocks: list, oscore: np.ndarray, labels: np.ndarray,
@@ -330,7 +354,7 @@ def _no_constraint_candidates(pf: np.ndarray, blocks: list, oscore: np.ndarray, 
     n_frames = int(pf[-1]) + 1
     n_of = np.bincount(pf, minlength=n_frames)
     start_of = np.searchsorted(pf, np.arange(n_frames + 1))
-    n_pos = sum(np.bincount(pf, weights=(v > 0).sum(1), minlength=n_frames) for v in vals)
+    n_pos = cast(np.ndarray, sum(np.bincount(pf, weights=(v > 0).sum(1), minlength=n_frames) for v in vals))
     parts: list[tuple[np.ndarray, ...]] = []
     # frames with the same number of pairs P share a layout: their matrices are plain reshapes
     for n_pairs in np.unique(n_of[n_of > 0]).tolist():
@@ -386,7 +410,18 @@ def _ranks(sorted_frame: np.ndarray) -> np.ndarray:
     return np.arange(n) - np.repeat(starts, np.diff(np.r_[starts, n]))
 
 
-def first_hit_rank(gt: AGGroundTruth, cand: Candidates, iou_threshold: float = 0.5) -> np.ndarray:
+class Relations(Protocol):
+    """What :func:`first_hit_rank` reads of its GT: :class:`AGGroundTruth` or ``set_metrics.Triplets``."""
+
+    frame: np.ndarray
+    sub_cls: np.ndarray
+    pred: np.ndarray
+    obj_cls: np.ndarray
+    sub_box: np.ndarray
+    obj_box: np.ndarray
+
+
+def first_hit_rank(gt: Relations, cand: Candidates, iou_threshold: float = 0.5) -> np.ndarray:
     """For each GT relation, the best (lowest) rank of a candidate that matches it, inf if none.
 
     Match (STTran ``_compute_pred_matches``): same <subject class, predicate, object class> in the same

@@ -37,7 +37,8 @@ class Triplets:
                         dtype=float).reshape(n, 4)
         ob = np.asarray([r[5] if with_boxes and len(r) > 5 and r[5] is not None else nan_box for r in rows],
                         dtype=float).reshape(n, 4)
-        return Triplets(*cols, sb, ob)
+        frame, sub, pred, obj = cols
+        return Triplets(frame, sub, pred, obj, sb, ob)
 
     def __len__(self) -> int:
         return int(self.frame.size)

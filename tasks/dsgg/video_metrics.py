@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any, cast
 
 import numpy as np
 
@@ -198,7 +199,8 @@ def pvsg_counts(gt_keys: np.ndarray, pred_keys: np.ndarray, viou_matrix: np.ndar
     vIoU >= 0.1 adds a weak hit (soft weak adds its vIoU) -- like the reference, a GT can collect several
     weak hits, so weak recall is not capped at 1."""
     ks = tuple(ks)
-    out = {name: np.zeros((len(ks), n_predicates)) for name in ("hit", "weak", "soft", "soft_weak")}
+    out: dict[str, np.ndarray] = {name: np.zeros((len(ks), n_predicates))
+                                  for name in ("hit", "weak", "soft", "soft_weak")}
     out["total"] = np.bincount(np.asarray(gt_keys, dtype=np.int64).reshape(-1, 3)[:, 2], minlength=n_predicates)
     if len(gt_keys) == 0 or len(pred_keys) == 0:
         return out
@@ -233,8 +235,9 @@ def evaluate_pvsg(videos: Sequence[dict[str, np.ndarray]], ks: Sequence[int] = (
     """R@K (micro: pooled hits / pooled GT) and mR@K (mean over predicates that have GT) with the weak
     and soft variants (OpenPVSG ``calculate_final_metrics``). ``videos`` are :func:`pvsg_counts` outputs."""
     ks = tuple(ks)
-    tot = {name: sum(v[name] for v in videos) for name in ("hit", "weak", "soft", "soft_weak")}
-    total = sum(v["total"] for v in videos).astype(float) if videos else np.zeros(n_predicates)
+    # Any: each value is the int 0 when ``videos`` is empty (micro/macro then never index it)
+    tot: dict[str, Any] = {name: sum(v[name] for v in videos) for name in ("hit", "weak", "soft", "soft_weak")}
+    total = cast(np.ndarray, sum(v["total"] for v in videos)).astype(float) if videos else np.zeros(n_predicates)
     valid = total > 0
     all_gt = total.sum()
 

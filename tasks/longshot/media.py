@@ -154,6 +154,7 @@ def decode_at(path: str | Path, times: list[float], *, seek: bool = True) -> lis
     with av.open(str(path)) as c:
         vs = c.streams.video[0]
         vs.thread_type = "AUTO"
+        assert vs.time_base is not None  # set on every demuxed stream
         tb = float(vs.time_base)
         half = 0.5 / float(vs.average_rate or 25)
         start = float(vs.start_time * vs.time_base) if vs.start_time is not None else 0.0

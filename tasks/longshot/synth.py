@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import wave
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 
@@ -58,13 +59,13 @@ def write_video(path: str | Path, *, seconds: float, fps: int = 10, width: int =
     with av.open(str(path), "w") as c:
         vs = c.add_stream("libx264", rate=fps)
         vs.width, vs.height, vs.pix_fmt = width, height, "yuv420p"
-        opts = {"preset": preset, "tune": "zerolatency"}
+        opts: dict[str, object] = {"preset": preset, "tune": "zerolatency"}
         if gop:
             opts["g"] = str(gop)
         vs.options = opts
-        aus = None
+        aus: av.AudioStream | None = None
         if audio is not None:
-            aus = c.add_stream(audio_codec, rate=audio_rate)
+            aus = cast("av.AudioStream", c.add_stream(audio_codec, rate=audio_rate))  # an audio codec's name
             aus.layout = "stereo"
         # interleave video and audio by time so the muxer does not buffer the whole file
         a_pos = 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 
@@ -42,7 +43,7 @@ def split_support_query(tracks: Tracks, rng: np.random.Generator, support: int =
     Only tracks visible somewhere are used as queries (a query needs a query frame)."""
     n = tracks.num_points
     order = rng.permutation(n)
-    seen = tracks.visible.any(axis=1)
+    seen = cast(np.ndarray, tracks.visible.any(axis=1))
     queries = [i for i in order if seen[i]]
     n_query = min(query, max(1, int(round(n * query_fraction))), len(queries))
     q = np.array(sorted(queries[:n_query]))

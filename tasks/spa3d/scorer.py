@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
@@ -26,6 +27,9 @@ from harness.tasks.spa3d.calibration import Calibration
 from harness.tasks.spa3d.metrics import evaluation_mask, query_masked_metrics
 from harness.tasks.spa3d.sampling import QUERY, SUPPORT, Normaliser, arrays_for, to_batch
 from harness.tasks.spa3d.tracks import Tracks, load_tracks, resample_frames
+
+if TYPE_CHECKING:
+    from harness.tasks.spa3d.autoencoder import TrackAutoencoder
 
 VIDEO_SUFFIXES = (".mp4", ".webm", ".avi", ".mov", ".mkv", ".gif")
 
@@ -65,7 +69,8 @@ class RealismScorer:
         """Hold out every track visible somewhere exactly once (see the module docstring)."""
         import torch
 
-        cfg = self.model.cfg
+        model = cast("TrackAutoencoder", self.model)
+        cfg = model.cfg
         if tracks.feature_dim != cfg.feature_dim:
             raise ValueError(
                 f"tracks have {tracks.feature_dim} feature channels, the checkpoint expects {cfg.feature_dim}")
@@ -82,7 +87,7 @@ class RealismScorer:
             norm = Normaliser.fit(tracks.subset(s))
             support, query, target = to_batch([arrays_for(tracks, norm, s, q)])
             with torch.no_grad():
-                pos, logits = self.model(support, query)
+                pos, logits = model(support, query)
             pos = pos[0].numpy()
             l1 = np.abs(pos - target["pos"][0].numpy()).mean(axis=-1)
             parts.append((q, norm.invert(pos), logits[0].numpy(), query["frame"][0].numpy(), l1))
@@ -90,7 +95,7 @@ class RealismScorer:
         return Reconstruction(*(np.concatenate([p[i] for p in parts])[order] for i in range(5)))
 
     def score_tracks(self, tracks: Tracks) -> dict[str, float]:
-        tracks = resample_frames(tracks, self.model.cfg.num_frames)
+        tracks = resample_frames(tracks, cast("TrackAutoencoder", self.model).cfg.num_frames)
         rec = self.reconstruct(tracks)
         gt_vis = tracks.visible[rec.query]
         out = query_masked_metrics(tracks.tracks_3d[rec.query], gt_vis, rec.positions, rec.visibility_logits > 0,

@@ -122,7 +122,7 @@ def save_tracks(path: str | Path, tracks: Tracks, **extra: np.ndarray) -> Path:
         arrays["features"] = tracks.features.astype(np.float32)
     if tracks.intrinsics is not None:
         arrays["intrinsics"] = np.asarray(tracks.intrinsics, dtype=np.float32)
-    np.savez_compressed(path, **arrays)
+    np.savez_compressed(path, **arrays)  # type: ignore[arg-type]  # stubs match **arrays against allow_pickle
     return path
 
 
