@@ -2,7 +2,7 @@
 
 Data: scikit-learn's bundled digits (8x8 images), breast_cancer and wine, split once with a
 stratified ``train_test_split(test_size=0.25, random_state=split_seed)`` (digits: 1347 / 450, the
-split of the reference runs in ../shared/notes/training-methods.md).
+split of the reference runs quoted in the family README).
 
 Per sample (a backend answers with one prediction per trained seed, see backends/htaf.py):
 ``soft_accuracy`` (surrogate activations), ``hard_accuracy`` (every binary unit thresholded),

@@ -1,8 +1,8 @@
 """HTAF (heavy-tailed sigmoid-tanh composite activation) and the binary networks it trains (torch).
 
 Paper: Park et al., "A Composite Activation Function for Learning Stable Binary Representations"
-(arXiv 2605.11558, NeurIPS 2026). No code is public; the formula below is the reconstruction in
-../shared/notes/training-methods.md (a), marked [inferred] there:
+(arXiv 2605.11558, NeurIPS 2026). No code is public; the formula below is our reconstruction from
+the paper's description ([inferred]):
 
     h_a(x)  = (sig(a tanh x) - sig(-a)) / (sig(a) - sig(-a))            in [0, 1], h_a(0) = 1/2
     h_a'(x) = a s (1 - s) sech^2(x) / (sig(a) - sig(-a)),   s = sig(a tanh x)
