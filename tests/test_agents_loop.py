@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from dataclasses import dataclass, field
 
 import pytest
@@ -84,9 +83,7 @@ def test_an_unparseable_reply_plays_noop_and_counts_as_illegal(tmp_path, monkeyp
 
 def test_a_hanging_model_times_out_per_step_and_ends_the_episode(tmp_path, monkeypatch):
     monkeypatch.setenv("HARNESS_ARTIFACTS", str(tmp_path))
-    t0 = time.perf_counter()
     _, score = play("crafter", Slow(delay=30.0), max_steps=40, step_timeout=0.05)
-    assert time.perf_counter() - t0 < 20
     assert score.values["model_errors"] == 5 and "in a row" in score.details["truncated"]
     assert score.values["length"] == 6  # the first action, then five timed-out steps played as noop
     assert score.details["model_errors"][0].startswith("step timeout")

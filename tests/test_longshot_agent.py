@@ -179,12 +179,10 @@ def test_preprocessing_is_cached_across_backends(data_dir, cache_dir, scripted_s
     req = requests_for(data_dir)["a1#t1"]
     run(agent(srv), req)  # the first test may not have run (-k): make sure the cache is warm
     srv.reset()
-    t0 = time.perf_counter()
     out = run(agent(srv), req)
     assert all(out.details["preprocess"]["cached"].values())
     assert not any(preprocess.CAPTION_PROMPT in last_user_text(b) for b in srv.bodies())
     assert out.details["usage_split"]["preprocess"]["calls"] == 0 and KEYWORD in out.text.lower()
-    assert time.perf_counter() - t0 < 20
 
 
 def test_end_to_end_through_the_runner_with_the_rubric_judge(data_dir, cache_dir, scripted_server, tmp_path):
@@ -253,9 +251,7 @@ def test_a_controller_that_never_stops_is_finalized_after_ten_rounds(data_dir, c
     srv = scripted_server
     call = json.dumps({"name": "search_video", "arguments": {"query": "again", "max_results": 1}})
     srv.set_reply(route(lambda body: f"thinking... <tool_call>{call}</tool_call>"))
-    t0 = time.perf_counter()
     out = run(agent(srv), requests_for(data_dir)["a1#t1"])
-    assert time.perf_counter() - t0 < 60
     d = out.details
     assert d["tool_rounds"] == loop.MAX_TOOL_ITERATIONS == 10 and d["forced_finalize"] is True
     assert d["calls_after_finalize"] == 1 and out.text == "thinking..."  # the stray call is stripped
