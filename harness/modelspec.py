@@ -21,6 +21,7 @@ The first variant whose modalities cover the task's is taken.
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -178,24 +179,30 @@ def build_model(
     return entry.factory(node.path, **settings)
 
 
-def check_settings(entry: Any, settings: dict[str, Any]) -> None:
-    """Refuse ``-M`` keys a backend cannot mean: anything undeclared for a strict backend, and for
-    every backend a key that is a near miss of a known one (``temprature`` for ``temperature``),
-    which would otherwise be passed on and silently ignored."""
+def validate_settings(backend: str, settings: dict[str, Any], known: Iterable[str], *, strict: bool = True) -> None:
+    """Refuse ``-M`` keys a backend cannot mean, naming the closest known one. Generation keys are
+    always known (the model client applies them). ``strict``: every other key is refused; otherwise
+    only a near miss of a known key (``temprature`` for ``temperature``), which would be passed on
+    and silently ignored. Backends with settings that depend on their path call this themselves."""
     import difflib
 
     from harness.client import GENERATION_KEYS
 
-    known = sorted(set(GENERATION_KEYS) | set(entry.settings))
+    names = sorted(set(GENERATION_KEYS) | set(known))
     for key in settings:
-        if key in known:
+        if key in names:
             continue
         # 0.9 for open-ended backends: "temprature" and "base_ur" are caught, "seeds" or "top_k" (real
         # keys of some backends) are not
-        close = difflib.get_close_matches(key, known, n=1, cutoff=0.6 if entry.strict else 0.9)
-        if entry.strict or close:
-            hint = f"; did you mean {close[0]!r}?" if close else f" (known: {', '.join(known)})"
-            raise ModelSpecError(f"{entry.name}: unknown setting {key!r}{hint}")
+        close = difflib.get_close_matches(key, names, n=1, cutoff=0.6 if strict else 0.9)
+        if strict or close:
+            hint = f"; did you mean {close[0]!r}?" if close else f" (known: {', '.join(names)})"
+            raise ModelSpecError(f"{backend}: unknown setting {key!r}{hint}")
+
+
+def check_settings(entry: Any, settings: dict[str, Any]) -> None:
+    """The registry's check before a factory runs: the settings the backend declared to ``@model``."""
+    validate_settings(entry.name, settings, entry.settings, strict=entry.strict)
 
 
 def alias_settings(spec: str, modalities: set[str]) -> dict[str, Any]:

@@ -23,8 +23,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from harness.modelspec import validate_settings as check_settings
 from harness.registry import model
-from harness.tasks.causal.settings import check_settings
 from harness.types import Output, Request, Usage
 
 _LP_TOL_SAMPLE = 0.02  # a member is kept if its least L1 violation is within this of the best member's

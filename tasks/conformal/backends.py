@@ -18,6 +18,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness.client import GENERATION_KEYS
+from harness.modelspec import validate_settings
 from harness.registry import model
 from harness.tasks.conformal.forecasters import FORECASTERS
 from harness.tasks.conformal.learners import DEFAULTS, METHODS
@@ -25,7 +27,7 @@ from harness.tasks.conformal.online import encode, run_online
 from harness.tasks.conformal.streams import nan_steps, parse_levels
 from harness.types import Output, Request, Usage
 
-GENERATION = {"temperature", "max_tokens", "top_p", "seed", "stop", "logprobs"}
+GENERATION = GENERATION_KEYS  # applied to requests by the model client; nothing for the method
 SETTINGS = {"lr", "wealth", "grid", "gamma"}
 
 
@@ -75,14 +77,11 @@ class OnlineConformal:
 
 
 def _settings(method: str, settings: dict[str, Any]) -> dict[str, float]:
+    validate_settings(f"ocp:{method}", settings, SETTINGS)
     out: dict[str, float] = {}
     for key, value in settings.items():
         if key in GENERATION:
             continue
-        if key not in SETTINGS:
-            close = difflib.get_close_matches(key, sorted(SETTINGS), n=1, cutoff=0.4)
-            hint = f"; did you mean {close[0]!r}?" if close else f" (known: {', '.join(sorted(SETTINGS))})"
-            raise ValueError(f"ocp:{method}: unknown setting {key!r}{hint}")
         if key not in DEFAULTS[method]:
             raise ValueError(f"ocp:{method}: setting {key!r} does not apply (it takes {', '.join(DEFAULTS[method])})")
         try:

@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from harness.modelspec import validate_settings as check_settings
 from harness.registry import model
-from harness.tasks.selection.settings import check_settings
 from harness.types import Output, Request, Sample, Usage
 
 

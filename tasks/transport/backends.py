@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness.modelspec import validate_settings
 from harness.registry import model
 from harness.types import Output, Request, Usage
 
@@ -28,14 +29,11 @@ _INT = {"k", "restarts", "stability", "seed", "max_iter"}
 
 
 def _parse(spec: str, settings: dict[str, Any]) -> dict[str, Any]:
+    validate_settings(spec, settings, SETTINGS)
     out: dict[str, Any] = {}
     for key, value in settings.items():
         if key in GENERATION:
             continue
-        if key not in SETTINGS:
-            close = difflib.get_close_matches(key, sorted(SETTINGS), n=1, cutoff=0.4)
-            hint = f"; did you mean {close[0]!r}?" if close else f" (known: {', '.join(sorted(SETTINGS))})"
-            raise ValueError(f"{spec}: unknown setting {key!r}{hint}")
         try:
             if key in _BOOL:
                 out[key] = value if isinstance(value, bool) else str(value).lower() in ("1", "true", "yes")
