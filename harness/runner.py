@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import os
 import subprocess
 import time
 import traceback
@@ -29,28 +28,26 @@ from harness.client import ModelClient
 from harness.errors import UserError
 from harness.model import FitModel, Model
 from harness.modelspec import alias_settings, build_model
+from harness.progress import RunProgress
 from harness.registry import lookup
-from harness.sanitize import clean, clean_row
 from harness.store import leases, ops
 from harness.store.db import open_db
 from harness.store.schema import RunRow, utcnow
 from harness.task import ScoreContext, Task
 from harness.types import Metric, Output, Request, Sample, Score, Usage, stable_hash
+from harness.writer import FLUSH_SECONDS, SampleWriter, StoreWriteError
 
-FLUSH_SECONDS = 0.5
-FLUSH_ROWS = 1000
 SCORE_CONCURRENCY = 64
+
+
+__all__ = ["EvalConfig", "RunConfigError", "RunSummary", "Runner", "StoreWriteError", "build_task", "evaluate",
+           "score_samples", "select_samples"]
 
 
 class RunConfigError(UserError, ValueError):
     """A run cannot start: bad options, modality mismatch, name clash."""
 
 
-class StoreWriteError(UserError, RuntimeError):
-    """Finished samples could not be written after retries; the message counts what was not stored."""
-
-
-WRITE_ATTEMPTS = 3
 # column widths of the results database (harness/store/schema.py): checked up front on both engines,
 # so a long name is a one-line error, not a PostgreSQL DataError halfway through a run
 MAX_SAMPLE_ID, MAX_RUN_NAME, MAX_SPEC = 300, 300, 500
@@ -203,24 +200,18 @@ class Runner:
         self.sessions = session_factory or open_db(cfg.db_url)
         self.task = task or build_task(cfg.task, cfg.task_options)
         self._model = model
-        self.buffer: list[dict[str, Any]] = []
-        self.cache_buffer: list[dict[str, Any]] = []
-        self.judgement_buffer: list[dict[str, Any]] = []
-        self.last_flush = time.monotonic()
         self.on_progress = on_progress
-        self.n_new = self.n_err = self.n_unscored = 0
-        self.error_kinds: dict[str, int] = {}
         self.client: ModelClient | None = None
-        self.unwritten = 0  # finished samples a failed write lost (the run then fails loudly)
         self.final_status = "running"
         self.owner = leases.new_owner()  # this process's name on the sample leases it claims
+        self.writer = SampleWriter(self.sessions, self.owner)
         self.n_held_elsewhere = 0  # samples left to another live process working on the same run
 
     # ---- setup -------------------------------------------------------------------------------
     def _client(self, model: Model, settings: dict[str, Any], **kwargs: Any) -> ModelClient:
         # cache rows of every role go out with the samples' group commit
         return ModelClient(model, settings=settings, sessions=self.sessions, use_cache=self.cfg.use_cache,
-                           cache_sink=self.cache_buffer.extend, **kwargs)
+                           cache_sink=self.writer.cache_rows.extend, **kwargs)
 
     def prepare_model(self) -> Model:
         if self._model is None:
@@ -362,48 +353,10 @@ class Runner:
         }
 
     def _record(self, row: dict[str, Any]) -> None:
-        self.buffer.append(row)
-        self.n_new += 1
-        if row["error"] is not None:
-            self.n_err += 1
-            kind = row["error_kind"] or "error"
-            self.error_kinds[kind] = self.error_kinds.get(kind, 0) + 1
-        elif row["unscored"] is not None:
-            self.n_unscored += 1
+        self.writer.record(row)
 
     def flush(self, run_id: int, force: bool = False) -> None:
-        now = time.monotonic()
-        if not force and len(self.buffer) < FLUSH_ROWS and now - self.last_flush < FLUSH_SECONDS:
-            return
-        self.last_flush = now
-        if not (self.buffer or self.cache_buffer or self.judgement_buffer):
-            return
-        rows, self.buffer = self.buffer, []
-        cache_rows, self.cache_buffer = self.cache_buffer, []
-        judgements, self.judgement_buffer = self.judgement_buffer, []
-        last: Exception | None = None
-        for attempt in range(WRITE_ATTEMPTS):
-            try:
-                with self.sessions.begin() as s:
-                    ops.write_samples(s, rows)
-                    ops.cache_put(s, cache_rows)
-                    ops.write_judgements(s, judgements)
-                    ops.refresh_run_counts(s, run_id)
-                    leases.renew(s, run_id, self.owner)
-                return
-            except Exception as exc:  # a bad value (NUL, lone surrogate) or a busy/broken database
-                last = exc
-                if attempt == 0:
-                    # sanitise only now: the common case pays nothing; the row records what changed
-                    rows = [clean_row(r) for r in rows]
-                    cache_rows = [clean(r)[0] for r in cache_rows]
-                    judgements = [clean(r)[0] for r in judgements]
-                else:
-                    time.sleep(0.2 * attempt)
-        self.unwritten += len(rows)
-        first = str(last).strip().splitlines()[0] if last is not None and str(last).strip() else type(last).__name__
-        raise StoreWriteError(f"could not store {self.unwritten} finished samples after {WRITE_ATTEMPTS} attempts "
-                              f"({type(last).__name__}: {first[:200]}); a rerun redoes only what is missing")
+        self.writer.flush(force)
 
     async def _score(self, item: _Item, output: Output, ctx: ScoreContext) -> Score:
         result = self.task.score(item.sample, output, ctx)
@@ -496,7 +449,7 @@ class Runner:
             # judge verdict records (harness.judge.attach) become rows of the judgements table;
             # the stored details keep a copy so the per-sample view shows them
             for verdict in score.judgements:
-                self.judgement_buffer.append({"run_id": run_id, "sample_id": item.sample.id,
+                self.writer.judgements.append({"run_id": run_id, "sample_id": item.sample.id,
                                               "epoch": item.epoch, "created_at": utcnow(), **verdict.to_dict()})
             self._record(self._row(item, run_id, out, score, None, None))
 
@@ -511,7 +464,7 @@ class Runner:
         ctx = ScoreContext(judge=judge, judge_spec=judge_spec, model=client)
         planned = [(s, e) for e in range(self.cfg.epochs) for s in samples]
         run = self.open_run(model, judge_spec, len(planned))
-        ctx.run_id = run.id
+        ctx.run_id = self.writer.run_id = run.id
         with self.sessions() as s:
             done = ops.done_keys(s, run.id)
         pending = [_Item(s, e) for s, e in planned if (s.id, e) not in done]
@@ -543,8 +496,9 @@ class Runner:
             await judge.aclose()
         if error is not None:
             raise error
-        return RunSummary(run.id, run.name, self.final_status, len(planned), n_skipped, self.n_new, self.n_err,
-                          self.n_unscored, time.perf_counter() - t_start, metrics, self.error_kinds,
+        w = self.writer
+        return RunSummary(run.id, run.name, self.final_status, len(planned), n_skipped, w.n_new, w.n_err,
+                          w.n_unscored, time.perf_counter() - t_start, metrics, w.error_kinds,
                           self.n_held_elsewhere)
 
     async def _drive(self, pending: list[_Item], client: ModelClient, run_id: int, ctx: ScoreContext,
@@ -555,19 +509,19 @@ class Runner:
         n_workers = max(1, min(concurrency, -(-len(pending) // batch)))
         window = max(batch, 256)
         queue: asyncio.Queue[list[_Item] | None] = asyncio.Queue(maxsize=2 * n_workers)
-        progress = _Progress(self.cfg.progress, n_total, n_skipped, f"{self.task.name} · {self.cfg.model}")
+        progress = RunProgress(self.cfg.progress, n_total, n_skipped, f"{self.task.name} · {self.cfg.model}")
 
         def advance(before: int) -> None:
-            progress.advance(self.n_new - before, self.n_err)
+            progress.advance(self.writer.n_new - before, self.writer.n_err)
             if self.on_progress:
-                self.on_progress(n_skipped + self.n_new, n_total)
+                self.on_progress(n_skipped + self.writer.n_new, n_total)
 
         async def producer() -> None:
             # windows of samples are prepared in order and handed out as chunks of batch_size; the
             # bounded queue keeps preparation (prompt building, media decoding) just ahead of the model
             try:
                 for start in range(0, len(pending), window):
-                    before = self.n_new
+                    before = self.writer.n_new
                     ready = self._prepare(pending[start : start + window], client, run_id, use_cache)
                     advance(before)
                     for i in range(0, len(ready), batch):
@@ -578,7 +532,7 @@ class Runner:
 
         async def worker() -> None:
             while (chunk := await queue.get()) is not None:
-                before = self.n_new
+                before = self.writer.n_new
                 await self._process_chunk(chunk, client, run_id, ctx, use_cache)
                 advance(before)
                 self.flush(run_id)
@@ -629,46 +583,6 @@ class Runner:
 
     def run(self) -> RunSummary:
         return asyncio.run(self.run_async())
-
-
-class _Progress:
-    """rich progress bar with rate and ETA; silent when disabled or not on a terminal."""
-
-    def __init__(self, enabled: bool, total: int, done: int, label: str) -> None:
-        self.bar = None
-        if enabled and os.isatty(2):
-            from rich.progress import (
-                BarColumn,
-                MofNCompleteColumn,
-                Progress,
-                TextColumn,
-                TimeElapsedColumn,
-                TimeRemainingColumn,
-            )
-
-            self.bar = Progress(
-                TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                TextColumn("{task.fields[rate]:.1f}/s"), TextColumn("errors {task.fields[errors]}"),
-                TimeElapsedColumn(), TimeRemainingColumn(), transient=False,
-            )
-            self.tid = self.bar.add_task(label, total=total, completed=done, rate=0.0, errors=0)
-            self.t0 = time.monotonic()
-            self.n = 0
-
-    def __enter__(self) -> _Progress:
-        if self.bar:
-            self.bar.__enter__()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        if self.bar:
-            self.bar.__exit__(*exc)
-
-    def advance(self, n: int, errors: int) -> None:
-        if self.bar:
-            self.n += n
-            rate = self.n / max(time.monotonic() - self.t0, 1e-9)
-            self.bar.update(self.tid, advance=n, rate=rate, errors=errors)
 
 
 def evaluate(cfg: EvalConfig, **kwargs: Any) -> RunSummary:

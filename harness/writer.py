@@ -1,0 +1,88 @@
+"""The runner's write side: finished samples buffered and group-committed.
+
+Rows go in at least every ``FLUSH_SECONDS`` (or every ``FLUSH_ROWS``) with ON CONFLICT DO NOTHING
+on (run, sample, epoch), together with the cache rows and judge verdicts of the same window, and
+renew this process's sample leases. A failed write is retried once after sanitising the values
+(NUL bytes, lone surrogates: the row records what changed), then with back-off; after
+``WRITE_ATTEMPTS`` the run fails loudly, counting what could not be stored.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from sqlalchemy.orm import Session, sessionmaker
+
+from harness.errors import UserError
+from harness.sanitize import clean, clean_row
+from harness.store import leases, ops
+
+FLUSH_SECONDS = 0.5
+FLUSH_ROWS = 1000
+WRITE_ATTEMPTS = 3
+
+
+class StoreWriteError(UserError, RuntimeError):
+    """Finished samples could not be written after retries; the message counts what was not stored."""
+
+
+class SampleWriter:
+    """Buffers of one run (sample rows, cache rows, judgement rows) and the counts the summary shows."""
+
+    def __init__(self, sessions: sessionmaker[Session], owner: str) -> None:
+        self.sessions = sessions
+        self.owner = owner  # this process's name on its sample leases (renewed at each commit)
+        self.run_id: int | None = None  # set once the run row exists
+        self.rows: list[dict[str, Any]] = []
+        self.cache_rows: list[dict[str, Any]] = []
+        self.judgements: list[dict[str, Any]] = []
+        self.last_flush = time.monotonic()
+        self.n_new = self.n_err = self.n_unscored = 0
+        self.error_kinds: dict[str, int] = {}
+        self.unwritten = 0  # finished samples a failed write lost (the run then fails loudly)
+
+    def record(self, row: dict[str, Any]) -> None:
+        self.rows.append(row)
+        self.n_new += 1
+        if row["error"] is not None:
+            self.n_err += 1
+            kind = row["error_kind"] or "error"
+            self.error_kinds[kind] = self.error_kinds.get(kind, 0) + 1
+        elif row["unscored"] is not None:
+            self.n_unscored += 1
+
+    def flush(self, force: bool = False) -> None:
+        now = time.monotonic()
+        if not force and len(self.rows) < FLUSH_ROWS and now - self.last_flush < FLUSH_SECONDS:
+            return
+        self.last_flush = now
+        if not (self.rows or self.cache_rows or self.judgements) or self.run_id is None:
+            return
+        run_id = self.run_id
+        rows, self.rows = self.rows, []
+        cache_rows, self.cache_rows = self.cache_rows, []
+        judgements, self.judgements = self.judgements, []
+        last: Exception | None = None
+        for attempt in range(WRITE_ATTEMPTS):
+            try:
+                with self.sessions.begin() as s:
+                    ops.write_samples(s, rows)
+                    ops.cache_put(s, cache_rows)
+                    ops.write_judgements(s, judgements)
+                    ops.refresh_run_counts(s, run_id)
+                    leases.renew(s, run_id, self.owner)
+                return
+            except Exception as exc:  # a bad value (NUL, lone surrogate) or a busy/broken database
+                last = exc
+                if attempt == 0:
+                    # sanitise only now: the common case pays nothing; the row records what changed
+                    rows = [clean_row(r) for r in rows]
+                    cache_rows = [clean(r)[0] for r in cache_rows]
+                    judgements = [clean(r)[0] for r in judgements]
+                else:
+                    time.sleep(0.2 * attempt)
+        self.unwritten += len(rows)
+        first = str(last).strip().splitlines()[0] if last is not None and str(last).strip() else type(last).__name__
+        raise StoreWriteError(f"could not store {self.unwritten} finished samples after {WRITE_ATTEMPTS} attempts "
+                              f"({type(last).__name__}: {first[:200]}); a rerun redoes only what is missing")
