@@ -33,17 +33,13 @@ Display scale (Elo-like, as FastChat): rating = 1000 + 400 * theta / ln(10), so 
 
 Rank (UB) (LMArena): 1 + the number of models whose lower CI bound is above this model's upper bound.
 
-Style control (optional, text): a contextual BT model
-``P(a beats b) = sigmoid(theta_a - theta_b + beta . z_ab)`` where z are standardised style-feature
-differences per vote (length, headers, list items, bold), fitted jointly by Newton on the per-vote
-design; the ratings are then the theta with style effects held out. The feature normalisation
-``(f_a - f_b) / (f_a + f_b + 1)`` then z-scoring is our reconstruction of FastChat's style control.
+Style control (a contextual BT model with style covariates) is :mod:`harness.ratings_style`; the
+arena's voter audit is :mod:`harness.voter_audit`.
 """
 
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -301,92 +297,6 @@ def sandwich_se(counts: PairCounts, theta: np.ndarray, *, ridge: float = 0.0) ->
 
 
 # --------------------------------------------------------------------------------------------------
-# Style control
-
-
-STYLE_FEATURES = ("length", "headers", "lists", "bold")
-_HEADER = re.compile(r"^#{1,6}\s", re.M)
-_LIST = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s", re.M)
-_BOLD = re.compile(r"\*\*[^*\n]+\*\*|__[^_\n]+__")
-
-
-def style_features(text: str) -> dict[str, float]:
-    """Style covariates of one answer: length in whitespace tokens (a tokenizer-free stand-in for
-    FastChat's token count), markdown headers, list items, bold spans."""
-    text = text or ""
-    return {
-        "length": float(len(text.split())),
-        "headers": float(len(_HEADER.findall(text))),
-        "lists": float(len(_LIST.findall(text))),
-        "bold": float(len(_BOLD.findall(text))),
-    }
-
-
-def style_design(features_a: np.ndarray, features_b: np.ndarray) -> np.ndarray:
-    """Standardised per-vote style differences, (n, F): (f_a - f_b) / (f_a + f_b + 1), z-scored."""
-    fa = np.asarray(features_a, dtype=float)
-    fb = np.asarray(features_b, dtype=float)
-    z = (fa - fb) / (fa + fb + 1.0)
-    sd = z.std(axis=0)
-    return (z - z.mean(axis=0)) / np.where(sd > 0, sd, 1.0)
-
-
-def _contextual_matrix(k: int, a: np.ndarray, b: np.ndarray, z: np.ndarray, w: np.ndarray) -> np.ndarray:
-    """sum_v w_v x_v x_v^T for x_v = (e_a - e_b, z_v), aggregated with bincount (no n x K design)."""
-    f = z.shape[1]
-    pair = np.bincount(a * k + b, w, k * k).reshape(k, k)
-    pair = pair + pair.T
-    m_tt = -pair
-    m_tt[np.arange(k), np.arange(k)] = pair.sum(axis=1)
-    m_tb = np.stack([np.bincount(a, w * z[:, j], k) - np.bincount(b, w * z[:, j], k) for j in range(f)], axis=1)
-    m_bb = (z * w[:, None]).T @ z
-    return np.block([[m_tt, m_tb.reshape(k, f)], [m_tb.reshape(k, f).T, m_bb]])
-
-
-def fit_contextual_bt(
-    k: int, a: np.ndarray, b: np.ndarray, y: np.ndarray, z: np.ndarray, *, ridge: float = RIDGE,
-    beta_ridge: float = RIDGE, max_iter: int = 50,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Joint Newton fit of theta (K) and style coefficients beta (F) on per-vote rows.
-
-    y is a's share of the win (1, 0, 0.5). ``ridge`` penalises theta, ``beta_ridge`` beta (kept > 0:
-    a style feature no answer shows is a constant zero column). Returns (theta centred at 0, beta,
-    sandwich SE of theta): the SEs come from H^-1 J H^-1 of the joint model, so they include the
-    uncertainty of beta."""
-    a = np.asarray(a, dtype=np.int64)
-    b = np.asarray(b, dtype=np.int64)
-    y = np.asarray(y, dtype=float)
-    z = np.asarray(z, dtype=float).reshape(len(a), -1)
-    f = z.shape[1]
-    theta = np.zeros(k)
-    beta = np.zeros(f)
-    ridges = np.concatenate([np.full(k, ridge), np.full(f, beta_ridge)])
-    penalty = np.diag(ridges)
-    penalty[:k, :k] += 1.0 / k  # gauge fix on theta (see fit_bt)
-    hess = penalty
-    for _ in range(max_iter):
-        p = expit(theta[a] - theta[b] + z @ beta)
-        r = y - p
-        grad = np.concatenate([np.bincount(a, r, k) - np.bincount(b, r, k), z.T @ r]) - ridges * np.concatenate(
-            [theta, beta])
-        hess = _contextual_matrix(k, a, b, z, p * (1 - p)) + penalty
-        step = np.linalg.solve(hess, grad)
-        big = np.abs(step).max()
-        step *= min(1.0, 4.0 / max(big, 1e-300))
-        theta += step[:k]
-        beta += step[k:]
-        if big < 1e-9:
-            break
-    p = expit(theta[a] - theta[b] + z @ beta)
-    meat = _contextual_matrix(k, a, b, z, (y - p) ** 2)
-    hinv = np.linalg.inv(hess)
-    cov = (hinv @ meat @ hinv)[:k, :k]
-    centre = np.eye(k) - 1.0 / k
-    se = np.sqrt(np.clip(np.diag(centre @ cov @ centre), 0.0, None))
-    return theta - theta.mean(), beta, se
-
-
-# --------------------------------------------------------------------------------------------------
 # Leaderboard
 
 
@@ -512,94 +422,3 @@ def rate(votes: Iterable[Sequence[Any]], models: Sequence[str] | None = None, **
     """Ratings from ``(model_a, model_b, outcome[, weight])`` tuples (arena votes or pairwise judge
     verdicts). Options as ``rate_counts``."""
     return rate_counts(pair_counts(votes, models), **options)
-
-
-def rate_with_style(
-    votes: Sequence[Sequence[Any]],
-    features_a: Sequence[dict[str, float]],
-    features_b: Sequence[dict[str, float]],
-    *,
-    ridge: float | None = None,
-    **options: Any,
-) -> Ratings:
-    """Style-controlled ratings: theta and sandwich intervals from the contextual fit (a bootstrap
-    would cost one per-vote fit per round, so style control always uses sandwich CIs). ``ridge`` on
-    theta as in :func:`rate_counts` (``None``: only where the plain MLE does not exist)."""
-    counts = pair_counts(votes)
-    index = {m: i for i, m in enumerate(counts.models)}
-    a = np.array([index[str(v[0])] for v in votes], dtype=np.int64)
-    b = np.array([index[str(v[1])] for v in votes], dtype=np.int64)
-    share = {"a": 1.0, "b": 0.0, "tie": 0.5, "both_bad": 0.5}
-    y = np.array([share[normalise_outcome(v[2])] for v in votes])
-    fa = np.array([[f.get(n, 0.0) for n in STYLE_FEATURES] for f in features_a])
-    fb = np.array([[f.get(n, 0.0) for n in STYLE_FEATURES] for f in features_b])
-    z = style_design(fa, fb) if len(votes) else np.zeros((0, len(STYLE_FEATURES)))
-    theta_ridge = (RIDGE if mle_failure(counts) else 0.0) if ridge is None else float(ridge)
-    theta, beta, se = fit_contextual_bt(len(counts.models), a, b, y, z, ridge=theta_ridge)
-    options = {**options, "ci": "sandwich"}
-    return rate_counts(
-        counts, theta=theta, se=se, ridge=ridge,
-        style_coefficients=dict(zip(STYLE_FEATURES, map(float, beta), strict=True)), **options,
-    )
-
-
-# --------------------------------------------------------------------------------------------------
-# Implausible voters
-
-
-@dataclass(slots=True)
-class VoterFlag:
-    voter: str
-    reason: str
-    votes: int
-    statistic: float
-
-
-def implausible_voters(
-    votes: Iterable[tuple[str, str, str, str]],
-    theta: dict[str, float],
-    *,
-    min_votes: int = 10,
-    z_threshold: float = 3.29,
-) -> list[VoterFlag]:
-    """Voters whose decisive choices are implausible for an honest voter.
-
-    ``votes``: ``(voter, left_model, right_model, outcome)`` with outcome ``a`` = left won. Two
-    one-sided z tests at ``z_threshold`` (3.29 ~ p = 0.0005 two-sided per test), after ``min_votes``
-    decisive votes: (1) position bias, the share of left picks against Binomial(n, 1/2) (always-left
-    or always-right voters); (2) disagreement with consensus: agreements with the consensus ratings
-    against their expected count (a Poisson-binomial, normal approximation). Ties are not informative
-    for either test. A voter who only follows position fails (1); a random or adversarial voter fails
-    (2) once the consensus is clear enough for the test to have power.
-    """
-    by_voter: dict[str, list[tuple[bool, float]]] = {}
-    for voter, left, right, outcome in votes:
-        o = normalise_outcome(outcome)
-        if o not in ("a", "b"):
-            continue
-        p_left = float(expit(theta.get(left, 0.0) - theta.get(right, 0.0)))
-        picked_left = o == "a"
-        by_voter.setdefault(voter, []).append((picked_left, p_left if picked_left else 1.0 - p_left))
-    flags: list[VoterFlag] = []
-    for voter, rows in by_voter.items():
-        n = len(rows)
-        if n < min_votes:
-            continue
-        lefts = sum(1 for left, _ in rows if left)
-        z_pos = (lefts - n / 2) / math.sqrt(n / 4)
-        if abs(z_pos) > z_threshold:
-            side = "left" if z_pos > 0 else "right"
-            flags.append(VoterFlag(voter, f"position bias: picked {side} in {max(lefts, n - lefts)}/{n}", n, z_pos))
-            continue
-        probs = np.array([p for _, p in rows])
-        # the agreement indicator is 1 when the voter's pick is the consensus favourite
-        fav = np.maximum(probs, 1 - probs)
-        agree = float(np.sum(probs >= 0.5))
-        var = float(np.sum(fav * (1 - fav)))
-        if var <= 0:
-            continue
-        z_agree = (agree - float(fav.sum())) / math.sqrt(var)
-        if z_agree < -z_threshold:
-            flags.append(VoterFlag(voter, f"disagrees with consensus: {int(agree)}/{n} agreements, "
-                                          f"{fav.sum():.1f} expected", n, z_agree))
-    return flags

@@ -15,14 +15,13 @@ from harness.ratings import (
     RatingsError,
     counts_from_indices,
     fit_bt,
-    implausible_voters,
     pair_counts,
     rank_ub,
     rate,
     rate_counts,
-    rate_with_style,
-    style_features,
 )
+from harness.ratings_style import rate_with_style, style_features
+from harness.voter_audit import implausible_voters
 
 
 def simulate(theta: np.ndarray, n: int, rng: np.random.Generator, tie_share: float = 0.5):

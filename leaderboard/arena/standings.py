@@ -10,8 +10,10 @@ import numpy as np
 from sqlalchemy import CursorResult, select, update
 from sqlalchemy.orm import Session
 
-from harness.ratings import Ratings, VoterFlag, implausible_voters, pair_counts, rate, rate_counts, rate_with_style
+from harness.ratings import Ratings, pair_counts, rate, rate_counts
+from harness.ratings_style import rate_with_style
 from harness.store.schema_arena import ArenaVoteRow
+from harness.voter_audit import VoterFlag, implausible_voters
 
 OUTCOME_TO_BT = {"left": "a", "right": "b", "tie": "tie", "both_bad": "both_bad"}
 
