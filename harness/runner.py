@@ -195,8 +195,11 @@ class Runner:
 
     def __init__(self, cfg: EvalConfig, *, session_factory: sessionmaker[Session] | None = None,
                  task: Task | None = None, model: Model | None = None,
-                 on_progress: Callable[[int, int], None] | None = None) -> None:
+                 on_progress: Callable[[int, int], None] | None = None, unit: bool = False) -> None:
         self.cfg = cfg
+        # one work unit of a larger (sharded) run: the run is finalised once, by whoever completes its
+        # last unit (harness.sweep), and the model belongs to the worker, which reuses it across units
+        self.unit = unit
         self.sessions = session_factory or open_db(cfg.db_url)
         self.task = task or build_task(cfg.task, cfg.task_options)
         self._model = model
@@ -488,10 +491,11 @@ class Runner:
         except StoreWriteError as exc:
             status, error = "failed", error or exc
         try:
-            metrics = self.finalize(run.id, status)
+            metrics = self.release(run.id) if self.unit and status == "finished" else self.finalize(run.id, status)
         except Exception as exc:
             metrics, error = [], error or exc
-        await client.aclose()
+        if not self.unit:
+            await client.aclose()
         if judge is not None:
             await judge.aclose()
         if error is not None:
@@ -564,6 +568,13 @@ class Runner:
                     outer.create_task(ticker())
         except BaseExceptionGroup as group:
             raise _first_leaf(group) from None
+
+    def release(self, run_id: int) -> list[Metric]:
+        """A finished unit: give its sample leases back and leave the run's status and metrics alone."""
+        with self.sessions.begin() as s:
+            leases.release(s, run_id, self.owner)
+        self.final_status = "running"
+        return []
 
     def finalize(self, run_id: int, status: str) -> list[Metric]:
         with self.sessions.begin() as s:
