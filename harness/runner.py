@@ -40,8 +40,8 @@ from harness.writer import FLUSH_SECONDS, SampleWriter, StoreWriteError
 SCORE_CONCURRENCY = 64
 
 
-__all__ = ["EvalConfig", "RunConfigError", "RunSummary", "Runner", "StoreWriteError", "build_task", "evaluate",
-           "score_samples", "select_samples"]
+__all__ = ["EvalConfig", "RunConfigError", "RunSummary", "Runner", "StoreWriteError", "build_task", "default_run_name",
+           "evaluate", "score_samples", "select_samples"]
 
 
 class RunConfigError(UserError, ValueError):
@@ -132,6 +132,11 @@ def git_revision() -> str:
 def _slug(text: str) -> str:
     keep = "".join(c if c.isalnum() or c in "-._" else "-" for c in text)
     return "-".join(p for p in keep.split("-") if p)[:80]
+
+
+def default_run_name(task: Task, cfg: EvalConfig) -> str:
+    """The name a run gets without --run-name: task, model and a hash of what makes it this run."""
+    return f"{task.name}__{_slug(cfg.model)}__{stable_hash(cfg.identity(task))[:8]}"
 
 
 def build_task(name: str, options: dict[str, Any]) -> Task:
@@ -277,7 +282,7 @@ class Runner:
     def _open_run_once(self, model: Model, judge_spec: str | None, n_planned: int) -> RunRow:
         identity = self.cfg.identity(self.task)
         config_hash = stable_hash(identity)
-        name = self.cfg.run_name or f"{self.task.name}__{_slug(self.cfg.model)}__{config_hash[:8]}"
+        name = self.cfg.run_name or default_run_name(self.task, self.cfg)
         if len(name) > MAX_RUN_NAME:
             raise RunConfigError(f"run name {name[:40]!r}... is longer than {MAX_RUN_NAME} characters")
         for what, spec in (("model", model.spec), ("judge", judge_spec or "")):
