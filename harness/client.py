@@ -33,6 +33,8 @@ from harness.types import GenerationConfig, JudgementRecord, Message, Output, Re
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session, sessionmaker
 
+    from harness.streaming import TextStream
+
 T = TypeVar("T")
 
 # request-level settings every backend understands (GenerationConfig's own fields)
@@ -180,6 +182,17 @@ class ModelClient:
             if keys:
                 self.remember([(keys[i], fresh_out) for i, fresh_out in zip(todo, fresh, strict=True)])
         return [o for o in outputs if o is not None]
+
+    def stream(self, request: Request, *, epoch: int = 0) -> TextStream:
+        """The reply as an async iterator of text deltas, as the backend produces them (settings
+        applied, never cached: a live reply is wanted). Backends without ``stream`` yield their whole
+        reply once. After the iteration ``.output`` is the reply, counted in this client's usage."""
+        from harness.streaming import TextStream, whole_reply
+
+        req = self.prepare(request, epoch=epoch)
+        backend = getattr(self.model, "stream", None)
+        source = backend(req) if backend is not None else whole_reply(self.model, req)
+        return TextStream(source, on_done=lambda out: self.account([out]))
 
     async def judge(self, messages: list[Message], parse: Callable[[str], T | None], *, retries: int = 2,
                     config: GenerationConfig | None = None) -> Verdict:

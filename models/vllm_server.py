@@ -149,6 +149,10 @@ class VLLMServerModel:
     async def generate(self, requests: Sequence[Request]) -> list[Output]:
         return await self.delegate.generate(requests)
 
+    def stream(self, request: Request) -> Any:
+        """Text deltas from the server's SSE stream (the OpenAI adapter's ``stream``)."""
+        return self.delegate.stream(request)
+
     async def aclose(self) -> None:
         try:
             from harness.model import close_model

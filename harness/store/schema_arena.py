@@ -38,6 +38,8 @@ class ArenaBattleRow(Base):
     )
     media: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)  # opaque slot -> file path
     features: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)  # style covariates left/right
+    # family, language, length, kind (text/code/3d): ratings per category (revision 0008)
+    categories: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True, default=dict)
     voter_hash: Mapped[str] = mapped_column(String(64))
     ip_hash: Mapped[str] = mapped_column(String(64))
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
@@ -64,6 +66,7 @@ class ArenaVoteRow(Base):
     served_at: Mapped[datetime] = mapped_column(DateTime)
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
     features: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    categories: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True, default=dict)
     flagged: Mapped[bool] = mapped_column(Boolean, default=False)
     flag_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
 

@@ -68,10 +68,10 @@ _RECENT_VOTER = _recent_stmt(_V.voter_hash)
 _RECENT_IP = _recent_stmt(_V.ip_hash)
 _COPY = insert(cast(Table, ArenaVoteRow.__table__)).from_select(
     ["battle_id", "task", "sample_id", "left_model", "right_model", "outcome", "voter_hash", "ip_hash", "served_at",
-     "created_at", "features", "flagged"],
+     "created_at", "features", "categories", "flagged"],
     select(_B.id, _B.task, _B.sample_id, _B.left_model, _B.right_model, bindparam("outcome", type_=String),
            bindparam("voter", type_=String), bindparam("ip", type_=String), _B.created_at,
-           bindparam("stamp", type_=DateTime), _B.features, false()).where(_B.id == bindparam("bid")),
+           bindparam("stamp", type_=DateTime), _B.features, _B.categories, false()).where(_B.id == bindparam("bid")),
 )
 _PG_LOCK = text("SELECT pg_advisory_xact_lock(:k)")
 
