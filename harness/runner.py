@@ -200,8 +200,10 @@ class Runner:
 
     def __init__(self, cfg: EvalConfig, *, session_factory: sessionmaker[Session] | None = None,
                  task: Task | None = None, model: Model | None = None,
-                 on_progress: Callable[[int, int], None] | None = None, unit: bool = False) -> None:
+                 on_progress: Callable[[int, int], None] | None = None, unit: bool = False,
+                 fit: bool = True) -> None:
         self.cfg = cfg
+        self.fit = fit  # False: the (reused) model was already fitted on this task's train split
         # one work unit of a larger (sharded) run: the run is finalised once, by whoever completes its
         # last unit (harness.sweep), and the model belongs to the worker, which reuses it across units
         self.unit = unit
@@ -481,7 +483,7 @@ class Runner:
         status = "finished"
         error: BaseException | None = None
         try:
-            if pending and isinstance(model, FitModel) and self.task.train is not None:
+            if pending and self.fit and isinstance(model, FitModel) and self.task.train is not None:
                 # fit-then-predict backends (training methods) see the train split once
                 model.fit(list(self.task.train()))
             await self._drive(pending, client, run.id, ctx, use_cache, n_skipped, len(planned))
