@@ -80,9 +80,12 @@ def test_active_sampling_prefers_pairs_with_few_votes_and_wide_intervals():
     models = ["a", "b", "c", "d"]
     stats = PairStats(votes={frozenset(("a", "b")): 400}, se={"a": 10.0, "b": 10.0, "c": 80.0, "d": 80.0})
     rng = random.Random(0)
-    first = [pair_order(models, stats, ArenaConfig(), rng)[0] for _ in range(3000)]
+    first = [pair_order(models, stats, ArenaConfig(uniform_share=0.0), rng)[0] for _ in range(3000)]
     share = {p: first.count(p) / len(first) for p in set(first)}
     assert share.get(("a", "b"), 0) < 0.01  # the well-covered pair is almost never first
     assert share[("c", "d")] > share[("a", "c")]  # the widest intervals win
     uniform = [pair_order(models, stats, ArenaConfig(sampling="uniform"), rng)[0] for _ in range(3000)]
     assert abs(uniform.count(("a", "b")) / 3000 - 1 / 6) < 0.04
+    # the uniform share is kept under active sampling: the covered pair still comes up now and then
+    mixed = [pair_order(models, stats, ArenaConfig(uniform_share=0.3), rng)[0] for _ in range(3000)]
+    assert abs(mixed.count(("a", "b")) / 3000 - 0.3 / 6) < 0.02

@@ -30,7 +30,7 @@ from harness.store.schema import ModelRow, RunRow, SampleResultRow, TaskRow
 from harness.store.schema_arena import ArenaBattleRow, ArenaVoteRow
 
 from ..names import model_labels
-from . import media, tokens
+from . import media, sampler, tokens
 from .config import ArenaConfig
 
 CANDIDATE_ROWS = 12  # random shared samples looked at per pair before moving to the next pair
@@ -54,6 +54,7 @@ class Limited(RuntimeError):
 class PairStats:
     votes: dict[frozenset[str], int] = field(default_factory=dict)
     se: dict[str, float] = field(default_factory=dict)  # Elo-scale uncertainty per model
+    rating: dict[str, float] = field(default_factory=dict)  # current fit, display scale
 
 
 class StatsCache:
@@ -107,6 +108,7 @@ def load_pair_stats(session: Session, task: str, models: list[str]) -> PairStats
         n_m = fitted[m].votes
         # below ~10 votes the sandwich SE is unreliable: use the p = 1/2 approximation 2/sqrt(n)
         stats.se[m] = fitted[m].se if n_m >= 10 else ELO_SCALE * 2.0 / math.sqrt(n_m + 1.0)
+        stats.rating[m] = fitted[m].rating
     return stats
 
 
@@ -128,19 +130,13 @@ def cached(cache: StatsCache, cfg: ArenaConfig, session: Session, task: str | No
 def pair_order(
     models: list[str], stats: PairStats | None, cfg: ArenaConfig, rng: random.Random
 ) -> list[tuple[str, str]]:
-    """All pairs in a random order drawn by weight (Efraimidis-Spirakis keys): uniform, or active:
-    few votes on the pair and wide intervals on its models raise the weight."""
-    keyed = []
-    for i, a in enumerate(models):
-        for b in models[i + 1 :]:
-            w = 1.0
-            if cfg.sampling == "active" and stats is not None:
-                n = stats.votes.get(frozenset((a, b)), 0)
-                width = stats.se.get(a, 0.0) + stats.se.get(b, 0.0)
-                w = (1.0 + width / 100.0) ** cfg.active_ci_power / (1.0 + n) ** cfg.active_votes_power
-            keyed.append((rng.random() ** (1.0 / max(w, 1e-12)), a, b))
-    keyed.sort(reverse=True)
-    return [(a, b) for _, a, b in keyed]
+    """All pairs in the order to try them (leaderboard/arena/sampler.py): uniform, or active (pairs
+    whose order is uncertain first, a share ``cfg.uniform_share`` of uniform draws kept)."""
+    return sampler.pair_order(
+        models, rng, ratings=stats.rating if stats else None, se=stats.se if stats else None,
+        votes=stats.votes if stats else None, uniform_share=cfg.uniform_share, votes_power=cfg.active_votes_power,
+        active=cfg.sampling == "active" and stats is not None,
+    )
 
 
 _WS = re.compile(r"\s+")

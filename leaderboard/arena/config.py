@@ -19,9 +19,23 @@ class ArenaConfig:
     votes_per_day: int = 500
     battles_per_minute: int = 40  # serving is limited too, so battles cannot be mined for reveals
     ip_multiplier: int = 5  # an IP may carry several voters (NAT): its limits are this many times larger
-    sampling: str = "active"  # "active" or "uniform"
-    active_votes_power: float = 1.0  # pair weight /= (1 + votes on the pair) ** this
-    active_ci_power: float = 1.0  # pair weight *= (1 + (se_a + se_b) / 100 Elo) ** this
+    sampling: str = "active"  # "active" or "uniform" (leaderboard/arena/sampler.py)
+    uniform_share: float = 0.25  # active sampling still draws this share of pairs uniformly (unbiasedness)
+    active_votes_power: float = 0.5  # pair weight /= (1 + votes on the pair) ** this
+    # live battles (/arena/chat): the pool answers the voter's own prompt
+    max_turns: int = 3  # user turns per live conversation
+    max_prompt_chars: int = 4000
+    max_image_bytes: int = 4 * 1024 * 1024
+    live_max_tokens: int = 512
+    live_temperature: float = 0.7
+    live_timeout_s: float = 120.0  # one side's reply longer than this is cut and shown as failed
+    moderation_words: list[str] = field(default_factory=list)  # refused before a prompt reaches the pool
+    moderation_words_file: str | None = field(default_factory=lambda: os.environ.get("HARNESS_ARENA_BLOCKLIST"))
+    moderation_model: str | None = field(default_factory=lambda: os.environ.get("HARNESS_ARENA_MODERATION_MODEL"))
+    # what a task shows in the arena, overriding leaderboard/arena/suitability.py: task name ->
+    # "text", "image", "render", "video+audio" or "none" (never served)
+    task_display: dict[str, str] = field(default_factory=dict)
+    code3d_pool_size: int = 1  # Blender workers for live code3d battles
     stats_ttl_s: float = 10.0  # how long candidate runs and pair statistics are cached
     min_votes: int = 20  # a model is listed on the ratings page after this many votes
     provisional_votes: int = 100  # listed models under this many votes are marked provisional
