@@ -17,8 +17,10 @@ from typer.testing import CliRunner  # noqa: E402
 from harness.runner import EvalConfig, Runner  # noqa: E402
 from harness.store.db import open_db  # noqa: E402
 
+Row = tuple[float, float | None, float | None]  # value, CI low, CI high
 
-def _run(sessions, agent: str, prior: str, n_agents: int = 600, **options) -> dict[str, tuple[float, float, float]]:
+
+def _run(sessions, agent: str, prior: str, n_agents: int = 600, **options) -> dict[str, Row]:
     summary = Runner(EvalConfig(task="twostep", model=f"twostep:{agent}",
                                 task_options={"prior": prior, "n_agents": n_agents, **options}, progress=False),
                      session_factory=sessions).run()
