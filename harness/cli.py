@@ -12,6 +12,7 @@ from typer.core import TyperGroup
 from harness.cli_support import DbOpt, fail, parse_kv
 from harness.cli_support import console as _console
 from harness.cli_support import sessions_for as _sessions
+from harness.cli_tables import CsvOpt, JsonOpt
 
 __all__ = ["DbOpt", "app", "fail", "main", "parse_kv"]
 
@@ -80,12 +81,16 @@ def eval_cmd(
         str | None, typer.Option("--resume", help="Resume a stored run (name or id) with its stored settings")
     ] = None,
     no_progress: Annotated[bool, typer.Option("--no-progress")] = False,
+    shards: Annotated[int | None, typer.Option(help="Split the run across N Ray workers (leased work units)")] = None,
+    ray: Annotated[str | None, typer.Option("--ray", help="Ray address for --shards: auto, HOST:PORT (default local)")]
+    = None,
     db: DbOpt = None,
 ) -> None:
     """Evaluate MODEL on TASK; a rerun with the same settings resumes and does only what is missing."""
     from sqlalchemy.exc import SQLAlchemyError
 
     from harness.errors import UserError
+    from harness.options_task import check_task_options
     from harness.runner import EvalConfig, Runner
 
     if epochs is not None and epochs < 1:
@@ -127,7 +132,14 @@ def eval_cmd(
         concurrency=concurrency, use_cache=not no_cache, run_name=resume or run_name, db_url=db,
         progress=not no_progress,
     )
+    if shards is not None or ray is not None:
+        from harness.commands.sweep import sharded_eval
+
+        sharded_eval(cfg, db, shards or 2, ray, progress=not no_progress)
+        return
     try:
+        # unknown -T keys are one line naming the closest options (before any model loads)
+        check_task_options(task, task_options)
         runner = Runner(cfg, session_factory=sessions)
         summary = runner.run()
     except (UserError, OSError) as exc:  # OSError: a file or folder a task or backend could not open
@@ -157,8 +169,7 @@ def _fmt(v: float | None) -> str:
     return f"{v:.4f}" if abs(v) < 1000 else f"{v:.1f}"
 
 
-def _print_metrics(con: Any, sessions: Any, run_id: int, breakdowns: bool = True) -> None:
-    from rich.table import Table
+def _metric_records(sessions: Any, run_id: int, breakdowns: bool = True) -> list[dict[str, Any]]:
     from sqlalchemy import select
 
     from harness.store.schema import MetricRow
@@ -166,66 +177,128 @@ def _print_metrics(con: Any, sessions: Any, run_id: int, breakdowns: bool = True
     with sessions() as s:
         rows = s.scalars(select(MetricRow).where(MetricRow.run_id == run_id).order_by(
             MetricRow.breakdown_key, MetricRow.breakdown_value, MetricRow.name)).all()
-    table = Table(title="metrics (95% CI)")
-    for col in ("breakdown", "metric", "value", "95% CI", "n"):
-        table.add_column(col)
-    for m in rows:
-        if m.breakdown_key and not breakdowns:
-            continue
-        ci = f"[{_fmt(m.ci_low)}, {_fmt(m.ci_high)}]" if m.ci_low is not None else ""
-        where = f"{m.breakdown_key}={m.breakdown_value}" if m.breakdown_key else "all"
-        table.add_row(where, m.name, _fmt(m.value), ci, str(m.n))
-    con.print(table)
+    return [{"breakdown_key": m.breakdown_key or None, "breakdown_value": m.breakdown_value if m.breakdown_key
+             else None, "metric": m.name, "value": m.value, "ci_low": m.ci_low, "ci_high": m.ci_high, "n": m.n}
+            for m in rows if breakdowns or not m.breakdown_key]
+
+
+def _metric_columns() -> list[Any]:
+    from harness.cli_tables import Column
+
+    return [Column("breakdown", "breakdown_key", show=lambda r: f"{r['breakdown_key']}={r['breakdown_value']}"
+                   if r["breakdown_key"] else "all"),
+            Column("metric", "metric", ident=True), Column("value", "value", show=lambda r: _fmt(r["value"]),
+                                                           right=True),
+            Column("95% CI", "ci_low", show=lambda r: _ci(r["ci_low"], r["ci_high"]), drop=1),
+            Column("n", "n", right=True, drop=2)]
+
+
+def _print_metrics(con: Any, sessions: Any, run_id: int, breakdowns: bool = True) -> None:
+    from harness.cli_tables import output_width, render_table
+
+    con.file.write(render_table("metrics (95% CI)", _metric_columns(), _metric_records(sessions, run_id, breakdowns),
+                                output_width()))
 
 
 @app.command("tasks")
-def tasks_cmd() -> None:
-    """List the registered tasks."""
-    from rich.table import Table
-
+def tasks_cmd(
+    name: Annotated[str | None, typer.Argument(help="Show this task's options, metrics and data")] = None,
+    as_json: JsonOpt = False, as_csv: CsvOpt = False,
+) -> None:
+    """List the registered tasks, or describe one: options (types, defaults), metrics, data, licence."""
+    from harness.cli_tables import Column, emit
     from harness.registry import entries
 
-    table = Table(title="tasks")
-    table.add_column("name")
-    table.add_column("family")
-    table.add_column("description")
-    for e in entries("task"):
-        table.add_row(e.name, e.family, e.description)
-    _console().print(table)
+    if name is not None:
+        _describe_task(name, as_json, as_csv)
+        return
+    records = [{"name": e.name, "family": e.family, "description": e.description} for e in entries("task")]
+    emit(records, [Column("name", "name", ident=True), Column("family", "family", drop=1),
+                   Column("description", "description")], title="tasks", as_json=as_json, as_csv=as_csv)
+
+
+def _describe_task(name: str, as_json: bool, as_csv: bool) -> None:
+    import inspect
+
+    from harness.cli_tables import Column, emit, output_width, render_table
+    from harness.errors import UserError
+    from harness.options_task import describe_task
+
+    try:
+        info = describe_task(name)
+    except UserError as exc:
+        fail(str(exc))
+    option_cols = [Column("option", "name", ident=True), Column("type", "type", drop=2),
+                   Column("default", "default", show=lambda r: "(required)" if r["required"] else repr(r["default"])),
+                   Column("meaning", "doc")]
+    if as_json or as_csv:  # CSV: the option table (the one list here); JSON: everything
+        emit(info["options"], option_cols, as_json=as_json, as_csv=as_csv, json_value=info)
+        return
+    width = output_width()
+    lines = [f"{info['name']}: {info['description']}"]
+    if info["family"]:
+        lines.append(f"family: {info['family']}")
+    body = info["doc"].strip()
+    # the docstring when it says more than the option table will (an option it left undescribed)
+    if body and body != info["description"] and not all(o["doc"] for o in info["options"]):
+        lines += ["", inspect.cleandoc(body), ""]
+    # the family's bundled files: what its tasks read unless a task generates its own data
+    lines.append(f"data (family files): {info['data_source'] or 'none declared (see the family README)'}")
+    lines.append(f"licence: {info['licence'] or 'not declared (see the family README)'}")
+    if info["modalities"]:
+        lines.append(f"modalities: {', '.join(info['modalities'])}")
+    if info["needs_judge"]:
+        lines.append(f"judge: needed (--judge; default {info.get('default_judge') or 'none'})")
+    typer.echo("\n".join(lines))
+    if info["options"]:
+        typer.echo(render_table(f"-T options{' (and any other key)' if info['other_options'] else ''}",
+                                option_cols, info["options"], width), nl=False)
+    else:
+        typer.echo("-T options: none" + (" declared (the task takes any key)" if info["other_options"] else ""))
+    if info["metrics_error"]:
+        typer.echo(f"metrics: unknown here ({info['metrics_error']})")
+        return
+    direction = {"higher": "higher is better", "lower": "lower is better", None: "not ranked"}
+    metric_cols = [Column("metric", "name", ident=True), Column("direction", "direction",
+                                                                 show=lambda r: direction.get(r["direction"], "")),
+                   Column("scale", "scale", drop=1), Column("shown as", "display", drop=2)]
+    primary = info["primary_metric"]
+    typer.echo(render_table(f"metrics (primary: {primary})", metric_cols, info["metrics"], width), nl=False)
 
 
 @app.command("models")
-def models_cmd() -> None:
+def models_cmd(as_json: JsonOpt = False, as_csv: CsvOpt = False) -> None:
     """List model backends, operators and aliases."""
-    from rich.table import Table
-
+    from harness.cli_tables import Column, emit
     from harness.modelspec import alias_names, load_alias
     from harness.registry import entries
 
-    table = Table(title="models")
-    table.add_column("name")
-    table.add_column("kind")
-    table.add_column("description")
-    for e in entries("model"):
-        table.add_row(e.name, "operator" if e.operator else "backend", e.description)
-    for name in alias_names():
-        card = load_alias(name) or {}
-        table.add_row(name, "alias", str(card.get("description", card.get("spec", ""))))
-    _console().print(table)
+    records: list[dict[str, Any]] = [
+        {"name": e.name, "kind": "operator" if e.operator else "backend", "description": e.description}
+        for e in entries("model")]
+    for alias in alias_names():
+        card = load_alias(alias) or {}
+        records.append({"name": alias, "kind": "alias",
+                        "description": str(card.get("description", card.get("spec", "")))})
+    emit(records, [Column("name", "name", ident=True), Column("kind", "kind", drop=1),
+                   Column("description", "description")], title="models", as_json=as_json, as_csv=as_csv)
+
+
+def _ci(low: float | None, high: float | None) -> str:
+    return f"[{_fmt(low)}, {_fmt(high)}]" if low is not None else ""
 
 
 @app.command("runs")
-def runs_cmd(db: DbOpt = None, task: Annotated[str | None, typer.Option(help="Only this task")] = None) -> None:
+def runs_cmd(db: DbOpt = None, task: Annotated[str | None, typer.Option(help="Only this task")] = None,
+             as_json: JsonOpt = False, as_csv: CsvOpt = False) -> None:
     """List stored runs with their headline metric."""
-    from rich.table import Table
     from sqlalchemy import select
 
+    from harness.cli_tables import Column, emit
     from harness.store.schema import MetricRow, ModelRow, RunRow, TaskRow
 
     sessions = _sessions(db)
-    table = Table(title="runs")
-    for col in ("id", "name", "task", "model", "status", "done", "errors", "headline", "95% CI"):
-        table.add_column(col)
+    records: list[dict[str, Any]] = []
     with sessions() as s:
         q = select(RunRow, TaskRow, ModelRow).join(TaskRow, RunRow.task_id == TaskRow.id).join(
             ModelRow, RunRow.model_id == ModelRow.id).order_by(RunRow.id)
@@ -234,11 +307,21 @@ def runs_cmd(db: DbOpt = None, task: Annotated[str | None, typer.Option(help="On
         for run, t, m in s.execute(q):
             head = s.scalar(select(MetricRow).where(MetricRow.run_id == run.id, MetricRow.name == t.primary_metric,
                                                     MetricRow.breakdown_key == ""))
-            table.add_row(str(run.id), run.name, t.name, m.display_name or m.spec, run.status,
-                          f"{run.n_done}/{run.n_samples}", str(run.n_errors),
-                          f"{t.primary_metric} {_fmt(head.value)}" if head else "",
-                          f"[{_fmt(head.ci_low)}, {_fmt(head.ci_high)}]" if head and head.ci_low is not None else "")
-    _console().print(table)
+            records.append({
+                "id": run.id, "name": run.name, "task": t.name, "model": m.display_name or m.spec, "status": run.status,
+                "n_done": run.n_done, "n_samples": run.n_samples, "n_errors": run.n_errors,
+                "metric": t.primary_metric, "value": head.value if head else None,
+                "ci_low": head.ci_low if head else None, "ci_high": head.ci_high if head else None,
+                "cost": run.total_cost,
+            })
+    cols = [Column("id", "id", ident=True, right=True), Column("name", "name", ident=True),
+            Column("task", "task", drop=3), Column("model", "model", drop=2), Column("status", "status", drop=4),
+            Column("done", "n_done", show=lambda r: f"{r['n_done']}/{r['n_samples']}", right=True),
+            Column("errors", "n_errors", drop=5, right=True),
+            Column("headline", "value", show=lambda r: f"{r['metric']} {_fmt(r['value'])}" if r["value"] is not None
+                   else ""),
+            Column("95% CI", "ci_low", show=lambda r: _ci(r["ci_low"], r["ci_high"]), drop=6)]
+    emit(records, cols, title="runs", as_json=as_json, as_csv=as_csv)
 
 
 def _get_run(sessions: Any, name: str) -> Any:
@@ -252,19 +335,29 @@ def _get_run(sessions: Any, name: str) -> Any:
 
 
 @app.command("show")
-def show_cmd(run: str, db: DbOpt = None) -> None:
-    """Show a run's configuration and metrics with CIs and breakdowns."""
+def show_cmd(run: str, db: DbOpt = None, as_json: JsonOpt = False, as_csv: CsvOpt = False) -> None:
+    """Show a run's configuration and metrics with CIs and breakdowns (--csv: the metrics)."""
     sessions = _sessions(db)
     row = _get_run(sessions, run)
+    kinds = _error_kinds(sessions, row.id)
+    if as_json or as_csv:
+        from harness.cli_tables import emit
+
+        metrics = _metric_records(sessions, row.id)
+        emit(metrics, _metric_columns(), as_json=as_json, as_csv=as_csv, json_value={
+            "id": row.id, "name": row.name, "status": row.status, "n_done": row.n_done, "n_samples": row.n_samples,
+            "n_errors": row.n_errors, "errors_by_kind": dict(kinds), "cost": row.total_cost,
+            "harness_version": row.harness_version, "git_revision": row.git_revision, "config": row.config,
+            "metrics": metrics})
+        return
     con = _console()
     con.print(f"[bold]{row.name}[/bold] (id {row.id}) status={row.status} done={row.n_done}/{row.n_samples} "
-              f"errors={row.n_errors} cost=${row.total_cost:.4f}")
+              f"errors={row.n_errors} cost=${row.total_cost:.4f}", soft_wrap=True)
     con.print(f"model={row.config.get('model')} task={row.config.get('task')} v{row.config.get('task_version')} "
               f"hash={str(row.config.get('task_hash'))[:12]} harness={row.harness_version} "
-              f"git={row.git_revision[:10]}")
+              f"git={row.git_revision[:10]}", soft_wrap=True)
     # what is stored, then every invocation that added to it (not the first one's --limit alone)
     con.print(f"samples stored: {row.n_done}")
-    kinds = _error_kinds(sessions, row.id)
     if kinds:
         con.print("errors by kind: " + ", ".join(f"{k}={v}" for k, v in kinds))
     for i, inv in enumerate(row.config.get("invocations") or [], 1):
@@ -288,8 +381,9 @@ def _error_kinds(sessions: Any, run_id: int) -> list[tuple[str, int]]:
 
 @app.command("compare")
 def compare_cmd(run_a: str, run_b: str, metric: Annotated[str | None, typer.Option(help="Score name")] = None,
-                db: DbOpt = None) -> None:
+                db: DbOpt = None, as_json: JsonOpt = False, as_csv: CsvOpt = False) -> None:
     """Paired comparison of two runs on the samples they share."""
+    from harness.cli_tables import Column, emit
     from harness.compare import compare_runs
 
     sessions = _sessions(db)
@@ -298,15 +392,17 @@ def compare_cmd(run_a: str, run_b: str, metric: Annotated[str | None, typer.Opti
         results = compare_runs(sessions, a.id, b.id, metric)
     except ValueError as exc:
         fail(str(exc))
-    from rich.table import Table
-
-    table = Table(title=f"{a.name} (A) vs {b.name} (B)")
-    for col in ("metric", "n", "A", "B", "B-A", "95% CI", "p", "test"):
-        table.add_column(col)
-    for r in results:
-        table.add_row(r.metric, str(r.n), _fmt(r.mean_a), _fmt(r.mean_b), _fmt(r.diff),
-                      f"[{_fmt(r.ci_low)}, {_fmt(r.ci_high)}]", f"{r.p_value:.4g}", r.test)
-    _console().print(table)
+    records = [{"metric": r.metric, "n": r.n, "mean_a": r.mean_a, "mean_b": r.mean_b, "diff": r.diff,
+                "ci_low": r.ci_low, "ci_high": r.ci_high, "p_value": r.p_value, "test": r.test} for r in results]
+    cols = [Column("metric", "metric", ident=True), Column("n", "n", right=True, drop=2),
+            Column("A", "mean_a", show=lambda r: _fmt(r["mean_a"]), right=True),
+            Column("B", "mean_b", show=lambda r: _fmt(r["mean_b"]), right=True),
+            Column("B-A", "diff", show=lambda r: _fmt(r["diff"]), right=True),
+            Column("95% CI", "ci_low", show=lambda r: _ci(r["ci_low"], r["ci_high"])),
+            Column("p", "p_value", show=lambda r: f"{r['p_value']:.4g}", right=True, drop=1),
+            Column("test", "test", drop=3)]
+    emit(records, cols, title=f"{a.name} (A) vs {b.name} (B)", as_json=as_json, as_csv=as_csv,
+         json_value={"a": {"id": a.id, "name": a.name}, "b": {"id": b.id, "name": b.name}, "results": records})
 
 
 @app.command("export")
@@ -351,10 +447,11 @@ def db_current(db: DbOpt = None) -> None:
 
 def _register_core_commands() -> None:
     """The leaderboard and arena commands are part of the product, not plugins: mounted always."""
-    from harness.commands import arena, leaderboard
+    from harness.commands import arena, leaderboard, sweep
 
     arena.register(app)
     leaderboard.register(app)
+    sweep.register(app)
 
 
 _register_core_commands()

@@ -20,12 +20,13 @@ The first variant whose modalities cover the task's is taken.
 
 from __future__ import annotations
 
-import ast
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from harness.errors import UserError
+from harness.options import parse_value as _parse_value
+from harness.options import split_top
 from harness.registry import UnknownNameError, lookup
 from harness.resources import package_data
 
@@ -49,34 +50,9 @@ class SpecNode:
         return self.path is None and (bool(self.args) or bool(self.params))
 
 
-def _split_top(text: str) -> list[str]:
-    parts: list[str] = []
-    cur: list[str] = []
-    depth = 0
-    for ch in text:
-        if ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            depth -= 1
-        if ch == "," and depth == 0:
-            parts.append("".join(cur).strip())
-            cur = []
-        else:
-            cur.append(ch)
-    if "".join(cur).strip():
-        parts.append("".join(cur).strip())
-    return parts
-
-
 def parse_value(raw: str) -> Any:
-    """``-M``/``-T``/operator values: Python/JSON literals where they parse, else the string."""
-    low = raw.strip()
-    if low in ("true", "false"):
-        return low == "true"
-    try:
-        return ast.literal_eval(low)
-    except (ValueError, SyntaxError):
-        return low
+    """``-M``/``-T``/operator values, typed by :func:`harness.options.parse_value` (a ``#`` is kept)."""
+    return _parse_value(raw)
 
 
 def parse_spec(text: str) -> SpecNode:
@@ -88,7 +64,7 @@ def parse_spec(text: str) -> SpecNode:
     if paren > 0 and (colon < 0 or paren < colon) and text.endswith(")"):
         name = text[:paren].strip()
         node = SpecNode(name)
-        for arg in _split_top(text[paren + 1 : -1]):
+        for arg in split_top(text[paren + 1 : -1]):
             key, eq, val = arg.partition("=")
             if eq and key.strip().isidentifier() and "(" not in key:
                 node.params[key.strip()] = parse_value(val)

@@ -58,7 +58,9 @@ def test_compare_two_runs(tmp_path):
         (["eval", "--task", "gsm8k", "--model", "bultin:echo"], "did you mean 'builtin'"),
         (["eval", "--task", "gsm8k", "--model", "buitlin"], "did you mean 'builtin'"),
         (["eval", "--task", "gsm8k", "--model", "builtin:echo", "-T", "nokey"], "key=value"),
-        (["eval", "--task", "gsm8k", "--model", "builtin:echo", "-T", "colour=red"], "bad option"),
+        (["eval", "--task", "gsm8k", "--model", "builtin:echo", "-T", "colour=red"],
+         "unknown option -T colour (options: data_file, hub)"),
+        (["eval", "--task", "gsm8k", "--model", "builtin:echo", "-T", "data_fil=x"], "did you mean 'data_file'"),
         (["show", "no-such-run"], "no run named"),
     ],
 )

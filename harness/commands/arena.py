@@ -28,6 +28,7 @@ def ratings_cmd(
     keep_implausible: Annotated[bool, typer.Option("--keep-implausible", help="Do not drop flagged voters")] = False,
     seed: Annotated[int, typer.Option(help="Bootstrap seed")] = 0,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table")] = False,
+    as_csv: Annotated[bool, typer.Option("--csv", help="Print the ratings as CSV")] = False,
     db: DbOpt = None,
 ) -> None:
     """Bradley-Terry ratings of the arena votes with 95% CIs and rank (UB)."""
@@ -53,17 +54,25 @@ def ratings_cmd(
         out.update({"task": task, "votes_used": st.votes_used, "excluded_voters": [f.voter for f in st.excluded]})
         typer.echo(json.dumps(out, indent=2))
         return
+    if as_csv:
+        from harness.cli_tables import to_csv
+
+        typer.echo(to_csv(st.ratings.to_dict()["ratings"]), nl=False)
+        return
     if not st.votes_used:
         fail(f"no arena votes{f' on task {task!r}' if task else ''}")
     ci = f"bootstrap x{bootstrap}" if bootstrap else "sandwich"
     table = Table(title=f"Arena ratings{f' ({task})' if task else ''}: {st.votes_used} votes, 95% CI {ci}"
                         f"{', style-controlled' if st.style else ''}")
-    for col in ("Rank (UB)", "Model", "Rating", "95% CI", "Votes", "Win rate", ""):
-        table.add_column(col, justify="left" if col in ("Model", "") else "right")
-    for r in st.ratings.ratings:
+    notes = ["not listed" if not r.listed else "provisional" if r.provisional else "" for r in st.ratings.ratings]
+    # the note column only when some model has a note (an empty trailing column otherwise)
+    cols = ("Rank (UB)", "Model", "Rating", "95% CI", "Votes", "Win rate", *(("Note",) if any(notes) else ()))
+    for col in cols:
+        table.add_column(col, justify="left" if col in ("Model", "Note") else "right", no_wrap=col == "Model")
+    for r, note in zip(st.ratings.ratings, notes, strict=True):
         table.add_row(str(r.rank) if r.listed else "-", r.model, f"{r.rating:.0f}",
                       f"[{r.ci_low:.0f}, {r.ci_high:.0f}]", f"{r.votes:.0f}", f"{100 * r.win_rate:.1f}%",
-                      "not listed" if not r.listed else "provisional" if r.provisional else "")
+                      *((note,) if any(notes) else ()))
     con = _console()
     con.print(table)
     if st.excluded:

@@ -1,0 +1,174 @@
+"""Typed values for ``-T``/``-M``/``-J key=value`` and operator parameters (``vote(m, n=5)``).
+
+A small hand-written parser rather than ``ast.literal_eval``: Python's tokenizer treats ``#`` as
+the start of a comment, so ``-J text=60#ok`` used to be stored as ``60``. Here a value is, in order:
+
+- a quoted string, ``'...'`` or ``"..."`` (backslash escapes ``\\\\``, ``\\'``, ``\\"``, ``\\n``, ``\\t``):
+  its contents, always a string (``-T name="007"`` keeps the zeros);
+- ``true``/``True``, ``false``/``False``, ``None``/``null`` (``none`` stays a string);
+- an int (``12``, ``-3``, ``1_000``, ``0x1f``) or a float (``0.7``, ``1e-3``, ``.5``, ``-2.``);
+- a list ``[a, b]``, a tuple ``(a, b)`` (read as a list) or a mapping ``{k: v}`` whose items are
+  values by these same rules; inside them a bare word (``[text, image]``) is a string;
+- anything else: the text itself, unchanged (``60#ok``, ``http://host:8000/v1``, ``a=b``).
+
+Only a whole value is read as a literal: ``1, 2`` or ``[1, 2] x`` are plain strings, never a
+partial parse. Leading and trailing whitespace outside quotes is dropped.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+__all__ = ["parse_value", "split_top"]
+
+_INT = re.compile(r"[+-]?(?:0|[1-9](?:_?\d)*)")
+_BASED = re.compile(r"[+-]?0(?:[xX][0-9a-fA-F](?:_?[0-9a-fA-F])*|[oO][0-7](?:_?[0-7])*|[bB][01](?:_?[01])*)")
+_DIGITS = r"\d(?:_?\d)*"
+_FLOAT = re.compile(rf"[+-]?(?:(?:{_DIGITS}\.(?:{_DIGITS})?|\.{_DIGITS})(?:[eE][+-]?\d+)?|{_DIGITS}[eE][+-]?\d+)")
+# the spellings literal_eval (or JSON) took; "none" and "NULL" stay strings, as before (-T filter=none)
+_WORDS = {"true": True, "True": True, "false": False, "False": False, "None": None, "null": None}
+_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "0": "\0", "\\": "\\", "'": "'", '"': '"'}
+_CLOSE = {"[": "]", "(": ")", "{": "}"}
+# what ends a bare word inside a container
+_BARE_END = set(",:]})")
+
+
+class _NoLiteral(Exception):
+    """The text is not one whole literal (the caller keeps it as a string)."""
+
+
+def scalar(text: str) -> Any:
+    """A bare scalar: bool, None, int, float, or the text itself."""
+    if text in _WORDS:
+        return _WORDS[text]
+    if _INT.fullmatch(text):
+        return int(text.replace("_", ""))
+    if _BASED.fullmatch(text):
+        return int(text.replace("_", ""), 0)
+    if _FLOAT.fullmatch(text):
+        return float(text.replace("_", ""))
+    return text
+
+
+class _Reader:
+    def __init__(self, text: str) -> None:
+        self.text, self.pos = text, 0
+
+    def skip_space(self) -> None:
+        while self.pos < len(self.text) and self.text[self.pos].isspace():
+            self.pos += 1
+
+    def peek(self) -> str:
+        return self.text[self.pos] if self.pos < len(self.text) else ""
+
+    def quoted(self) -> str:
+        quote, out = self.text[self.pos], []
+        self.pos += 1
+        while self.pos < len(self.text):
+            ch = self.text[self.pos]
+            if ch == "\\" and self.pos + 1 < len(self.text):
+                nxt = self.text[self.pos + 1]
+                out.append(_ESCAPES.get(nxt, "\\" + nxt))  # an unknown escape stays as written
+                self.pos += 2
+                continue
+            self.pos += 1
+            if ch == quote:
+                return "".join(out)
+            out.append(ch)
+        raise _NoLiteral  # unterminated
+
+    def item(self) -> Any:
+        """One value inside a container."""
+        self.skip_space()
+        ch = self.peek()
+        if ch in ("'", '"'):
+            return self.quoted()
+        if ch in _CLOSE:
+            return self.container()
+        start = self.pos
+        while self.pos < len(self.text) and self.text[self.pos] not in _BARE_END and self.text[self.pos] not in "[{(":
+            self.pos += 1
+        word = self.text[start:self.pos].strip()
+        if not word:
+            raise _NoLiteral
+        return scalar(word)
+
+    def container(self) -> Any:
+        opening = self.text[self.pos]
+        close = _CLOSE[opening]
+        self.pos += 1
+        items: list[Any] = []
+        pairs: dict[Any, Any] = {}
+        while True:
+            self.skip_space()
+            if self.peek() == close:
+                self.pos += 1
+                break
+            value = self.item()
+            self.skip_space()
+            if opening == "{":
+                if self.peek() != ":":
+                    raise _NoLiteral  # sets are not settings (and not JSON)
+                self.pos += 1
+                if isinstance(value, list | dict):
+                    raise _NoLiteral  # an unhashable key
+                pairs[value] = self.item()
+                self.skip_space()
+            else:
+                items.append(value)
+            if self.peek() == ",":
+                self.pos += 1
+            elif self.peek() != close:
+                raise _NoLiteral
+        return pairs if opening == "{" else items
+
+
+def parse_value(raw: str) -> Any:
+    """A ``key=value`` option's value, typed (see the module docstring)."""
+    text = raw.strip()
+    if not text:
+        return ""
+    if text[0] in ("'", '"') or text[0] in _CLOSE:
+        reader = _Reader(text)
+        try:
+            value = reader.quoted() if text[0] in ("'", '"') else reader.container()
+        except _NoLiteral:
+            return text
+        reader.skip_space()
+        return value if reader.pos == len(text) else text
+    return scalar(text)
+
+
+def split_top(text: str, sep: str = ",") -> list[str]:
+    """Split on ``sep`` outside brackets and quotes: ``m, text="a,b", k=[1, 2]`` is three parts."""
+    parts: list[str] = []
+    cur: list[str] = []
+    depth, quote, i = 0, "", 0
+    while i < len(text):
+        ch = text[i]
+        if quote:
+            cur.append(ch)
+            if ch == "\\" and i + 1 < len(text):
+                cur.append(text[i + 1])
+                i += 1
+            elif ch == quote:
+                quote = ""
+        elif ch in ("'", '"'):
+            quote = ch
+            cur.append(ch)
+        elif ch in "([{":
+            depth += 1
+            cur.append(ch)
+        elif ch in ")]}":
+            depth -= 1
+            cur.append(ch)
+        elif ch == sep and depth == 0:
+            parts.append("".join(cur).strip())
+            cur = []
+        else:
+            cur.append(ch)
+        i += 1
+    if "".join(cur).strip():
+        parts.append("".join(cur).strip())
+    return parts
