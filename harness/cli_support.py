@@ -12,9 +12,11 @@ DbOpt = Annotated[str | None, typer.Option("--db", help="Database URL (default $
 
 
 def console() -> Any:
+    """Rich console for messages. ``soft_wrap``: a line is never broken by rich (piped output has
+    no terminal and rich would break at 80 columns, splitting what scripts grep for)."""
     from rich.console import Console
 
-    return Console()
+    return Console(soft_wrap=True)
 
 
 def fail(message: str) -> NoReturn:

@@ -4,9 +4,11 @@
     harness eval --task gsm8k --model openai:smollm2 -M base_url=http://127.0.0.1:8000/v1 -M concurrency=64
 
 Settings (``-M key=value``):
-  base_url          server root including ``/v1`` (default OpenAI's)
+  base_url          server root including ``/v1`` (default $OPENAI_BASE_URL, else OpenAI's)
   api_key_env       environment variable holding the key (default OPENAI_API_KEY; optional for
                     non-OpenAI servers). Keys are never taken as settings: settings are stored in the DB.
+                    $OPENAI_ORG_ID and $OPENAI_PROJECT_ID are sent as the organisation and project
+                    headers, as the ``openai`` SDK does.
   concurrency       most requests in flight (default 32). The runner's --concurrency sets how many
                     workers call the model; above this setting it is capped by it, so raise both.
   timeout           seconds per attempt (default 120)
@@ -105,6 +107,17 @@ class OpenAISettings:
                 kwargs[key] = value
             else:
                 extra[key] = value
+        # the openai SDK's own conventions: $OPENAI_BASE_URL when no base_url is given (a run with
+        # only that set must call that server, not api.openai.com), $OPENAI_ORG_ID / $OPENAI_PROJECT_ID
+        # as the organisation and project headers unless headers already name them
+        if "base_url" not in kwargs and os.environ.get("OPENAI_BASE_URL", "").strip():
+            kwargs["base_url"] = os.environ["OPENAI_BASE_URL"].strip()
+        headers = dict(kwargs.get("headers") or {})
+        for env, header in (("OPENAI_ORG_ID", "OpenAI-Organization"), ("OPENAI_PROJECT_ID", "OpenAI-Project")):
+            if os.environ.get(env, "").strip() and header.lower() not in {h.lower() for h in headers}:
+                headers[header] = os.environ[env].strip()
+        if headers:
+            kwargs["headers"] = headers
         s = OpenAISettings(model=name, extra_body=extra, **kwargs)
         s.base_url = str(s.base_url).rstrip("/")
         if not s.base_url.startswith(("http://", "https://")):
