@@ -2,24 +2,28 @@
 
 ``create_app(db_url)`` opens the results database (``harness.store.db.open_db``) and keeps the
 sessionmaker on ``app.state.sessions``. Pages work without JavaScript; plotly.js (served from the
-installed ``plotly`` package, never a CDN) only draws charts. A Content-Security-Policy allows
-scripts from this origin only, a second line of defence behind Jinja's autoescaping of model outputs.
+installed ``plotly`` package, never a CDN) only draws charts. Static files are served gzipped from
+memory under versioned URLs (leaderboard.assets); other responses over 1 kB are gzipped on the fly.
+A Content-Security-Policy allows scripts from this origin only, a second line of defence behind
+Jinja's autoescaping of model outputs.
 """
 
 from __future__ import annotations
 
 import os
+import struct
 from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import FileResponse, Response
-from fastapi.staticfiles import StaticFiles
+from fastapi.responses import FileResponse, JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.middleware.gzip import GZipMiddleware
 
 from harness.store.db import open_db
 
+from .assets import Assets
 from .cache import ViewCache
 from .media import allowed_path, kind_of, media_roots_from_env
 from .responses import CachedPagesASGI, error_response, validation_detail
@@ -51,6 +55,21 @@ class SecurityHeaders:
             await send(message)
 
         await self.app(scope, receive, send_with_headers)
+
+
+class GZipExceptMedia:
+    """Starlette's gzip for everything but /media: images and video are compressed already, and a
+    gzipped video would lose the byte ranges a player seeks with."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.gzip = GZipMiddleware(app, minimum_size=1024, compresslevel=5)
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and not scope["path"].startswith("/media"):
+            await self.gzip(scope, receive, send)
+        else:
+            await self.app(scope, receive, send)
 
 
 def plotly_js_path() -> Path:
@@ -86,18 +105,40 @@ def create_app(db_url: str | None = None, *, write_token: str | None = None,
     app.state.max_push_bytes = max_push_bytes or int(
         float(os.environ.get("HARNESS_MAX_PUSH_MB") or DEFAULT_MAX_PUSH_MB) * 1024 * 1024)
     app.state.media_roots = [Path(p) for p in media_roots] if media_roots is not None else media_roots_from_env()
+    assets = app.state.assets = Assets(Path(STATIC_DIR), {"plotly.min.js": plotly_js_path()})
     app.state.env = make_env()
+    app.state.env.globals["asset"] = assets.url  # templates link /static/NAME?v=HASH (base.html, static_url)
+    # innermost: pages from the view cache are gzipped already (content-encoding set: passed through)
+    app.add_middleware(GZipExceptMedia)
     app.add_middleware(CachedPagesASGI, cache_of=lambda: app.state.cache)
     app.add_middleware(SecurityHeaders)  # added last: outermost, so cached answers get the headers too
 
-    plotly_js = plotly_js_path()
+    def static_file(request: Request, name: str) -> Response:
+        answer = assets.response(request, name)
+        return answer if answer is not None else error_response(request, 404, "no such static file")
 
+    # its own route (the arena looks for this path to reuse our copy of plotly.js)
     @app.get("/static/plotly.min.js", include_in_schema=False)
-    def plotly_min_js() -> FileResponse:
-        return FileResponse(plotly_js, media_type="text/javascript",
-                            headers={"Cache-Control": "public, max-age=86400"})
+    def plotly_min_js(request: Request) -> Response:
+        return static_file(request, "plotly.min.js")
 
-    app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
+    @app.get("/static/{name:path}", include_in_schema=False)
+    def static(request: Request, name: str) -> Response:
+        return static_file(request, name)
+
+    @app.get("/media/mesh", include_in_schema=False)
+    def media_mesh(request: Request, path: str) -> Response:
+        """A mesh file under a media root as the arena viewer's figure (vertices and faces only)."""
+        from .arena.mesh import MeshError, mesh_figure, read_mesh
+
+        real = allowed_path(path, app.state.media_roots)
+        if real is None or kind_of(str(real)) != "mesh":
+            return error_response(request, 404, "no such mesh file")
+        try:
+            figure = mesh_figure(*read_mesh(real))
+        except (MeshError, OSError, ValueError, KeyError, IndexError, struct.error) as exc:
+            return JSONResponse({"error": f"mesh cannot be shown: {str(exc)[:200]}"}, status_code=422)
+        return JSONResponse(figure, headers={"Cache-Control": "no-cache"})
 
     @app.get("/media", include_in_schema=False)
     def media(request: Request, path: str) -> FileResponse:

@@ -16,6 +16,7 @@ from urllib.parse import quote
 IMAGE_EXT = {".png", ".jpg", ".jpeg", ".gif", ".webp", ".bmp", ".svg"}
 VIDEO_EXT = {".mp4", ".webm", ".ogv", ".mov", ".m4v"}
 AUDIO_EXT = {".wav", ".mp3", ".ogg", ".oga", ".flac", ".m4a", ".opus"}
+MESH_EXT = {".glb", ".obj"}  # what the arena's 3D viewer reads (leaderboard.arena.mesh)
 
 
 def media_roots_from_env() -> list[Path]:
@@ -41,7 +42,7 @@ def allowed_path(path: str, roots: list[Path]) -> Path | None:
 
 
 def kind_of(path: str, declared: str = "") -> str:
-    """How to show a file: image, video, audio or file (download link)."""
+    """How to show a file: image, video, audio, mesh (the 3D viewer) or file (download link)."""
     ext = Path(path).suffix.lower()
     if ext in IMAGE_EXT:
         return "image"
@@ -49,6 +50,8 @@ def kind_of(path: str, declared: str = "") -> str:
         return "video"
     if ext in AUDIO_EXT:
         return "audio"
+    if ext in MESH_EXT:
+        return "mesh"
     if declared in ("image", "video", "audio"):
         return declared
     return "file"
@@ -59,9 +62,14 @@ class MediaItem:
     label: str  # where it came from: "input", "output", "render"
     declared: str  # the part type (image, video, audio, points, mesh)
     path: str
-    kind: str  # image | video | audio | file
+    kind: str  # image | video | audio | mesh | file
     url: str | None  # None when the file is outside the media roots (the path is shown as text)
     mime: str
+
+    @property
+    def mesh_url(self) -> str | None:
+        """The viewer's figure for a mesh file (vertices and faces as plotly mesh3d JSON)."""
+        return self.url.replace("/media?", "/media/mesh?", 1) if self.url and self.kind == "mesh" else None
 
 
 def media_item(label: str, declared: str, path: str, roots: list[Path]) -> MediaItem:

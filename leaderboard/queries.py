@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import Text, and_, cast, func, or_, select
+from sqlalchemy import and_, func, select
 from sqlalchemy.orm import Session
 
 from harness.store.schema import JudgementRow, MetricRow, ModelRow, RunRow, SampleResultRow, TaskRow
@@ -19,6 +19,7 @@ from harness.types import Direction, MetricInfo
 
 from .names import model_labels
 from .ranking import PROVISIONAL_N, Scored, direction_of, metric_info, rank_ranges
+from .sample_filter import SampleFilter, clamp_page, conditions, order_by, parse_filter, parse_sort, score_value
 from .winrate import WinRate
 
 
@@ -195,14 +196,11 @@ def overview_data(s: Session) -> OverviewData:
 SAMPLE_FILTERS = ("all", "errors", "unscored", "scored")
 
 
-def sample_query(run_id: int, q: str = "", status: str = "all"):  # type: ignore[no-untyped-def]
-    cond = [SampleResultRow.run_id == run_id]
-    if q:
-        # the search text is literal: escape LIKE's wildcards so "%" and "_" match only themselves
-        like = "%" + q.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-        cond.append(or_(*(col.ilike(like, escape="\\") for col in (
-            SampleResultRow.sample_id, SampleResultRow.output, SampleResultRow.answer, SampleResultRow.error,
-            cast(SampleResultRow.input, Text)))))
+def sample_query(run_id: int, q: str = "", status: str = "all",
+                 parsed: SampleFilter | None = None):  # type: ignore[no-untyped-def]
+    """Conditions for a run's samples: ``q`` in the sample browser's language (leaderboard.sample_filter)
+    and a status filter."""
+    cond = [SampleResultRow.run_id == run_id, *conditions(parsed if parsed is not None else parse_filter(q))]
     if status == "errors":
         cond.append(SampleResultRow.error.is_not(None))
     elif status == "unscored":
@@ -213,15 +211,24 @@ def sample_query(run_id: int, q: str = "", status: str = "all"):  # type: ignore
 
 
 def sample_page(s: Session, run_id: int, *, q: str = "", status: str = "all", page: int = 1,
-                per_page: int = 20) -> tuple[int, list[SampleResultRow]]:
+                per_page: int = 20, sort: str = "") -> tuple[int, int, list[SampleResultRow]]:
+    """(total, page, rows of the page); a page past the end is the last page (see :func:`clamp_page`)."""
     cond = sample_query(run_id, q, status)
     total = s.scalar(select(func.count(SampleResultRow.id)).where(*cond)) or 0
-    # natural order for numeric ids ("2" before "10"): by length, then text
-    rows = s.scalars(select(SampleResultRow).where(*cond)
-                     .order_by(func.length(SampleResultRow.sample_id), SampleResultRow.sample_id,
-                               SampleResultRow.epoch)
+    page, _ = clamp_page(page, total, per_page)
+    rows = s.scalars(select(SampleResultRow).where(*cond).order_by(*order_by(parse_sort(sort)))
                      .offset((page - 1) * per_page).limit(per_page)).all()
-    return total, list(rows)
+    return total, page, list(rows)
+
+
+def score_bounds(s: Session, run_id: int, names: list[str]) -> dict[str, tuple[float, float]]:
+    """(min, max) of each score over the run's samples: what a raw-scale score's badge colour is relative to."""
+    if not names:
+        return {}
+    cols = [c for n in names for c in (func.min(score_value(n)), func.max(score_value(n)))]
+    row = s.execute(select(*cols).where(SampleResultRow.run_id == run_id)).one()
+    return {n: (row[2 * i], row[2 * i + 1]) for i, n in enumerate(names)
+            if row[2 * i] is not None and row[2 * i + 1] is not None}
 
 
 def judgements_for(s: Session, run_id: int, keys: list[tuple[str, int]]) -> dict[tuple[str, int], list[JudgementRow]]:

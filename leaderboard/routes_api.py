@@ -131,14 +131,34 @@ async def run_metrics(request: Request, run_id: RowId, fmt: str) -> Response:
                         "metrics", fmt)
 
 
-@router.get("/runs/{run_id}/samples", summary="A page of a run's sample rows (searchable)")
+@router.get("/runs/{run_id}/samples", summary="A page of a run's sample rows (searchable, filterable, sortable)")
 async def run_samples(request: Request, run_id: RowId, page: Annotated[int, Query(ge=1, le=10**9)] = 1,
                       per_page: Annotated[int, Query(ge=1, le=500)] = 50, q: str = "",
                       status: Annotated[str, Query(pattern="^(all|errors|unscored|scored)$")] = "all",
-                      ) -> dict[str, Any]:
-    total, rows = await run_in_threadpool(views.sample_dicts, request.app.state.sessions, run_id, page=page,
-                                          per_page=per_page, q=q.strip(), status=status)
+                      sort: Annotated[str, Query(max_length=200)] = "") -> dict[str, Any]:
+    """``q``: text, ``score:NAME<0.5``, ``meta:KEY=VALUE``, ``error:KIND``; ``sort``: ``id``, ``latency``,
+    ``cost``, ``tokens``, ``input_tokens``, ``created`` or ``score:NAME``, ``-`` first for descending. A page
+    past the end answers the last page (its number in ``page``)."""
+    total, page, rows = await run_in_threadpool(views.sample_dicts, request.app.state.sessions, run_id, page=page,
+                                                per_page=per_page, q=q.strip(), status=status, sort=sort.strip())
     return {"run_id": run_id, "total": total, "page": page, "per_page": per_page, "samples": rows}
+
+
+@router.get("/runs/{run_id}/progress", summary="A run's live progress: done, leased, pending, errors, rate, ETA")
+async def run_progress(request: Request, run_id: RowId) -> Response:
+    """Read from the store on every call (never cached): sample counts, live leases, the rate over the
+    last two minutes, the time left at that rate and the running mean of the headline score."""
+    from .progress import run_progress as progress_of
+
+    def build() -> dict[str, Any] | None:
+        with request.app.state.sessions() as s:
+            p = progress_of(s, run_id)
+        return None if p is None else p.as_dict()
+
+    body = await run_in_threadpool(build)
+    if body is None:
+        raise HTTPException(404, f"no run with id {run_id}")
+    return Response(json.dumps(body), media_type=JSON_TYPE, headers={"Cache-Control": "no-store"})
 
 
 @router.get("/runs/{run_id}/samples.jsonl", summary="All of a run's sample rows as JSON lines")

@@ -63,13 +63,13 @@ async def runs(request: Request, page: int = 1, per_page: int = 50, task: str = 
 
 @router.get("/runs/{run_id}")
 async def run(request: Request, run_id: RowId, page: int = 1, per_page: int = 20, q: str = "",
-              status: str = "all") -> Response:
+              status: str = "all", sort: str = "") -> Response:
     page, per_page = _clamp(page, 1, 10**6), _clamp(per_page, 1, 200)
     status = status if status in views.queries.SAMPLE_FILTERS else "all"
     app = request.app
     return await cached(request, lambda: (render(request, views.run_view(
         app.state.sessions, run_id, app.state.media_roots, page=page, per_page=per_page, q=q.strip(),
-        status=status)), HTML))
+        status=status, sort=sort.strip()[:200])), HTML))
 
 
 @router.get("/compare")

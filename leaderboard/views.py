@@ -8,20 +8,24 @@ from __future__ import annotations
 
 import math
 import re
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import func, select
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session, sessionmaker
 
 from harness.store.schema import ModelRow, RunRow, SampleResultRow, TaskRow
 
 from . import charts, queries
+from .badges import Badges
 from .cache import ViewCache
 from .media import sample_media
 from .names import model_labels
-from .ranking import PROVISIONAL_N, direction_of, direction_text, format_rank, metric_info, rank_ranges
+from .ranking import PROVISIONAL_N, STANDARD, direction_of, direction_text, format_rank, metric_info, rank_ranges
+from .sample_filter import clamp_page, parse_filter, parse_sort, sort_options
 from .tables import Table
 from .winrate import mean_win_rates
 
@@ -305,6 +309,7 @@ def runs_view(sessions: sessionmaker[Session], page: int = 1, per_page: int = 50
         runs = queries.run_infos(s, task=task or None)
     runs.reverse()
     total = len(runs)
+    page, _ = clamp_page(page, total, per_page)  # page 99999 of 3 is page 3
     shown = runs[(page - 1) * per_page: page * per_page]
     table = Table("runs", RUN_COLUMNS, [_run_row(r) for r in runs])
     return View("runs.html", {"page_title": "Runs", "nav": "runs", "runs": shown, "total": total, "page": page,
@@ -319,7 +324,10 @@ CONFIG_KEYS = ("task", "task_version", "task_hash", "task_options", "model", "mo
 
 
 def run_view(sessions: sessionmaker[Session], run_id: int, media_roots: list[Path], *, page: int = 1,
-             per_page: int = 20, q: str = "", status: str = "all") -> View:
+             per_page: int = 20, q: str = "", status: str = "all", sort: str = "") -> View:
+    from .progress import run_progress
+
+    parsed, order = parse_filter(q), parse_sort(sort)
     with sessions() as s:
         infos = queries.run_infos(s, run_ids=[run_id])
         if not infos:
@@ -327,14 +335,26 @@ def run_view(sessions: sessionmaker[Session], run_id: int, media_roots: list[Pat
         info = infos[0]
         run = s.get(RunRow, run_id)
         metrics = queries.metrics_of(s, [run_id])
-        total, rows = queries.sample_page(s, run_id, q=q, status=status, page=page, per_page=per_page)
+        try:
+            total, page, rows = queries.sample_page(s, run_id, q=q, status=status, page=page, per_page=per_page,
+                                                    sort=sort)
+        except DBAPIError:  # e.g. a score that is text on PostgreSQL: the filter fails, not the page
+            s.rollback()
+            parsed.problems.append("this filter cannot be applied to these samples")
+            total, page, rows = queries.sample_page(s, run_id, status=status, page=page, per_page=per_page)
         stored = queries.judgements_for(s, run_id, [(r.sample_id, r.epoch) for r in rows])
         error_kinds = s.execute(
             select(SampleResultRow.error_kind, func.count()).where(SampleResultRow.run_id == run_id,
                                                                    SampleResultRow.error.is_not(None))
             .group_by(SampleResultRow.error_kind).order_by(func.count().desc())).all()
+        score_names = sorted({k for r in rows for k in (r.scores or {})}
+                             | {m.name for m in metrics if not m.breakdown_key and m.name not in STANDARD}
+                             | {k for k in info.task_metrics if k not in STANDARD})
+        bounds = queries.score_bounds(s, run_id, score_names)
+        progress = run_progress(s, run_id) if info.status == "running" else None
     from harness.families import is_hidden, redact_details
 
+    badges = Badges({n: metric_info(info.task_metrics, n) for n in score_names}, bounds)
     samples = []
     for r in rows:
         # replies to harmful prompts (metadata hide_output) are stored but never rendered publicly
@@ -355,27 +375,43 @@ def run_view(sessions: sessionmaker[Session], run_id: int, media_roots: list[Pat
     mtable = Table("metrics", METRIC_COLUMNS, [[m.run_id, info.model, m.name, m.breakdown_key, m.breakdown_value,
                                                 m.value, m.ci_low, m.ci_high, m.n] for m in metrics])
     config = (run.config or {}) if run else {}
+    problems = parsed.problems + ([order.problem] if order.problem else [])
     return View("run.html", {
         "page_title": f"Run {info.run_name}", "nav": "runs", "info": info, "run": run, "metrics": metrics,
         "config_main": [(k, config.get(k)) for k in CONFIG_KEYS if k in config],
         "error_kinds": [(kind or "error", n) for kind, n in error_kinds],
         "config": config, "samples": samples, "total": total, "page": page, "per_page": per_page,
-        "pages": max(1, math.ceil(total / per_page)), "q": q, "status": status,
-        "filters": queries.SAMPLE_FILTERS, "params": {"q": q, "status": status, "per_page": per_page},
+        "pages": max(1, math.ceil(total / per_page)), "q": q, "status": status, "sort": str(order),
+        "sort_options": sort_options(score_names), "problems": problems, "badges": badges,
+        "quick_filters": quick_filters(badges, metrics, [k for k, _ in error_kinds]), "progress": progress,
+        "filters": queries.SAMPLE_FILTERS,
+        "params": {"q": q, "status": status, "per_page": per_page, "sort": str(order)},
     }, {"metrics": mtable})
 
 
+def quick_filters(badges: Badges, metrics: list[Any], error_kinds: list[str | None]) -> list[tuple[str, str]]:
+    """(label, q) links above the sample list: the samples off the best end of each directed score,
+    each breakdown value (metadata) and each error kind."""
+    out = [(f"{name} not best", q) for name in badges.infos if (q := badges.wrong(name))]
+    seen = sorted({(m.breakdown_key, m.breakdown_value) for m in metrics if m.breakdown_key})
+    out += [(f"{k} = {v}", shlex.quote(f"meta:{k}={v}")) for k, v in seen[:40]]
+    out += [(f"error: {k}", shlex.quote(f"error:{k}")) for k in error_kinds if k]
+    return out
+
+
 def sample_dicts(sessions: sessionmaker[Session], run_id: int, *, page: int, per_page: int, q: str,
-                 status: str) -> tuple[int, list[dict[str, Any]]]:
+                 status: str, sort: str = "") -> tuple[int, int, list[dict[str, Any]]]:
+    """(total, page after clamping, rows) for the samples API."""
     from harness.export import COLUMNS
 
     with sessions() as s:
         if s.get(RunRow, run_id) is None:
             raise NotFound(f"no run with id {run_id}")
-        total, rows = queries.sample_page(s, run_id, q=q, status=status, page=page, per_page=per_page)
+        total, page, rows = queries.sample_page(s, run_id, q=q, status=status, page=page, per_page=per_page,
+                                                sort=sort)
     from harness.families import redact_row
 
-    return total, [redact_row({c: _jsonable(getattr(r, c)) for c in COLUMNS}) for r in rows]
+    return total, page, [redact_row({c: _jsonable(getattr(r, c)) for c in COLUMNS}) for r in rows]
 
 
 def _jsonable(v: Any) -> Any:
@@ -442,17 +478,42 @@ def compare_view(sessions: sessionmaker[Session], a: int | None, b: int | None, 
         ca, cb = (run_a.config if run_a else {}) or {}, (run_b.config if run_b else {}) or {}
         ctx["config_rows"] = [(k, ca.get(k), cb.get(k)) for k in sorted(set(ca) | set(cb)) if k != "run_name"]
         ctx["diffs"], ctx["n_diffs"] = _differing_samples(s, a, b, ra.primary_metric, limit)
+        ctx["n_shared"] = s.scalar(select(func.count()).select_from(SampleResultRow).where(
+            SampleResultRow.run_id == a, SampleResultRow.epoch == 0,
+            SampleResultRow.sample_id.in_(select(SampleResultRow.sample_id).where(
+                SampleResultRow.run_id == b, SampleResultRow.epoch == 0)))) or 0
+    info = metric_info(ra.task_metrics or rb.task_metrics, ra.primary_metric)
+    values = [float(v) for d in ctx["diffs"] for v in (d["score_a"], d["score_b"])
+              if isinstance(v, int | float) and not isinstance(v, bool)]
+    ctx["badges"] = Badges({ra.primary_metric: info},
+                           {ra.primary_metric: (min(values), max(values))} if values else {})
+    direction = direction_of(info)
+    for d in ctx["diffs"]:
+        d["better"] = better_side(direction, d["score_a"], d["score_b"])
     return View("compare.html", ctx, {"compare": table})
 
 
 def _differing_samples(s: Session, a: int, b: int, metric: str, limit: int) -> tuple[list[dict[str, Any]], int]:
-    """Samples (epoch 0) whose headline score differs between the runs, first ``limit`` of them."""
+    """Samples (epoch 0) both runs hold whose headline score differs, first ``limit`` of them,
+    the largest differences first (then the natural id order)."""
     def load(run_id: int) -> dict[str, tuple[Any, str]]:
         rows = s.execute(select(SampleResultRow.sample_id, SampleResultRow.scores, SampleResultRow.output)
                          .where(SampleResultRow.run_id == run_id, SampleResultRow.epoch == 0))
         return {sid: ((scores or {}).get(metric), out) for sid, scores, out in rows}
 
+    def gap(i: str) -> float:
+        x, y = la[i][0], lb[i][0]
+        ok = all(isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) for v in (x, y))
+        return abs(y - x) if ok else math.inf  # a score on one side only: as different as can be
+
     la, lb = load(a), load(b)
-    ids = sorted((i for i in set(la) & set(lb) if la[i][0] != lb[i][0]), key=lambda i: (len(i), i))
+    ids = sorted((i for i in set(la) & set(lb) if la[i][0] != lb[i][0]), key=lambda i: (-gap(i), len(i), i))
     return [{"sample_id": i, "score_a": la[i][0], "score_b": lb[i][0], "output_a": la[i][1], "output_b": lb[i][1]}
             for i in ids[:limit]], len(ids)
+
+
+def better_side(direction: str | None, a: Any, b: Any) -> str:
+    """"a", "b" or "" : which score is better by the declared direction (never guessed)."""
+    if direction not in ("higher", "lower") or not all(isinstance(v, int | float) for v in (a, b)) or a == b:
+        return ""
+    return "b" if (b > a) == (direction == "higher") else "a"

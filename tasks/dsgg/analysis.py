@@ -50,23 +50,24 @@ def figure_dict(runs: list[RunPR], k: int = 20) -> dict[str, Any]:
         return (v - lo if lo is not None else 0.0, hi - v if hi is not None else 0.0)
 
     pts = [r for r in runs if key in r.values]
+    # one trace per run, named in the legend: text labels beside the points overlap when runs lie close
     data = [{
-        "type": "scatter", "mode": "markers+text", "name": f"R@{k} vs precision",
-        "x": [r.values["precision"][0] for r in pts], "y": [r.values[key][0] for r in pts],
-        "text": [r.model for r in pts], "textposition": "top center",
-        "error_x": {"type": "data", "symmetric": False, "array": [err("precision", r)[1] for r in pts],
-                    "arrayminus": [err("precision", r)[0] for r in pts]},
-        "error_y": {"type": "data", "symmetric": False, "array": [err(key, r)[1] for r in pts],
-                    "arrayminus": [err(key, r)[0] for r in pts]},
+        "type": "scatter", "mode": "markers", "name": r.model,
+        "x": [r.values["precision"][0]], "y": [r.values[key][0]],
+        "error_x": {"type": "data", "symmetric": False, "array": [err("precision", r)[1]],
+                    "arrayminus": [err("precision", r)[0]]},
+        "error_y": {"type": "data", "symmetric": False, "array": [err(key, r)[1]], "arrayminus": [err(key, r)[0]]},
         "customdata": [[r.values.get("redundancy", (float("nan"),))[0],
-                        r.values.get("informative_recall", (float("nan"),))[0]] for r in pts],
-        "hovertemplate": "%{text}<br>precision %{x:.3f}<br>" + key + " %{y:.3f}<br>redundancy %{customdata[0]:.3f}"
-                         "<br>informative recall %{customdata[1]:.3f}<extra></extra>",
-    }]
+                        r.values.get("informative_recall", (float("nan"),))[0]]],
+        "hovertemplate": "%{fullData.name}<br>precision %{x:.3f}<br>" + key + " %{y:.3f}<br>redundancy "
+                         "%{customdata[0]:.3f}<br>informative recall %{customdata[1]:.3f}<extra></extra>",
+        "marker": {"size": 10},
+    } for r in pts]
     layout = {"title": {"text": f"DSGG: recall@{k} against precision", "x": 0}, "template": "plotly_white",
               "xaxis": {"title": {"text": "precision (one-to-one matches / predictions)"}, "range": [0, 1.05]},
               "yaxis": {"title": {"text": f"R@{k} (Action Genome protocol)"}, "range": [0, 1.05]},
-              "margin": {"l": 60, "r": 20, "t": 50, "b": 60}}
+              "margin": {"l": 60, "r": 20, "t": 50, "b": 60}, "showlegend": True,
+              "legend": {"orientation": "h", "y": -0.22, "x": 0, "font": {"size": 11}}}
     return {"data": data, "layout": layout}
 
 
