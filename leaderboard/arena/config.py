@@ -36,6 +36,7 @@ class ArenaConfig:
     # "text", "image", "render", "video+audio" or "none" (never served)
     task_display: dict[str, str] = field(default_factory=dict)
     code3d_pool_size: int = 1  # Blender workers for live code3d battles
+    live_media_dir: str | None = None  # prompt images and live renders (default: a folder in the temp dir)
     stats_ttl_s: float = 10.0  # how long candidate runs and pair statistics are cached
     min_votes: int = 20  # a model is listed on the ratings page after this many votes
     provisional_votes: int = 100  # listed models under this many votes are marked provisional
@@ -72,7 +73,17 @@ def media_roots(app: Any, cfg: ArenaConfig) -> list[Path]:
     roots = list(cfg.media_roots) + [Path(p) for p in getattr(app.state, "media_roots", None) or []]
     for var in ("HARNESS_MEDIA_ROOT", "HARNESS_ARTIFACTS_DIR"):
         roots += [Path(p) for p in os.environ.get(var, "").split(os.pathsep) if p]
+    roots.append(live_media_dir(cfg))
     artifacts = Path(os.environ.get("HARNESS_ARTIFACTS", "artifacts"))
     if artifacts.is_dir():
         roots.append(artifacts)
     return roots
+
+
+def live_media_dir(cfg: ArenaConfig) -> Path:
+    """Where live battles keep prompt images and renders (served only through their battle's slots)."""
+    import tempfile
+
+    d = Path(cfg.live_media_dir) if cfg.live_media_dir else Path(tempfile.gettempdir()) / "harness-arena-live"
+    d.mkdir(parents=True, exist_ok=True)
+    return d

@@ -38,6 +38,17 @@ _env = Environment(
     loader=ChoiceLoader([FileSystemLoader(str(HERE / "templates")), FileSystemLoader(str(LEADERBOARD / "templates"))]),
     autoescape=select_autoescape(["html"]),
 )
+try:  # the leaderboard's base.html and its macros use the leaderboard's filters
+    from ..templating import ci as _ci
+    from ..templating import num as _num
+    from ..templating import pretty as _pretty
+    from ..templating import query as _query
+    from ..templating import when as _when
+
+    _env.filters.update(num=_num, pretty=_pretty, when=_when)
+    _env.globals.update(ci=_ci, query=_query)
+except ImportError:  # the arena on its own
+    pass
 templates = Jinja2Templates(env=_env)
 router = APIRouter()
 _init_lock = threading.Lock()
@@ -197,7 +208,7 @@ def arena_media(request: Request, battle: str, slot: str) -> Response:
     return Response(data, media_type=kind, headers=NO_STORE)
 
 
-ASSETS = {"arena.css": "text/css", "arena.js": "text/javascript"}
+ASSETS = {"arena.css": "text/css", "arena.js": "text/javascript", "chat.css": "text/css", "chat.js": "text/javascript"}
 
 
 @router.get("/arena/mesh/{battle}/{side}", include_in_schema=False)

@@ -1,0 +1,164 @@
+"""Live battle pages and API: ``/arena/chat`` (the page), ``POST /api/arena/chat`` (a new battle:
+its first turn streams back as server-sent events), ``POST /api/arena/chat/{battle}/turn`` (the next
+turn), ``POST /api/arena/chat/{battle}/vote`` (the vote; the answer reveals the models)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import Request
+from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
+from pydantic import BaseModel
+from sqlalchemy.orm import Session
+
+from . import limits, live, moderation, pool, votes
+from .routes import NO_STORE, _problem, _set_cookie, base_template, identity, router, state, templates
+
+# the routes go onto the arena's one router (an included sub-router is not flattened into the app)
+SSE_HEADERS = {**NO_STORE, "X-Accel-Buffering": "no"}  # a reverse proxy must not buffer the deltas
+
+
+class ChatIn(BaseModel):
+    prompt: str | None = None
+    image: str | None = None  # a data: URL (PNG or JPEG)
+    kind: str = "chat"
+
+
+class TurnIn(BaseModel):
+    token: str | None = None
+    prompt: str | None = None
+
+
+class LiveVoteIn(BaseModel):
+    token: str | None = None
+    outcome: str | None = None
+
+
+def _live(request: Request) -> tuple[pool.Clients, moderation.Chain]:
+    st = state(request)
+    extra = getattr(st, "live", None)
+    if extra is None:
+        extra = (pool.Clients(), moderation.from_config(st.cfg))
+        st.live = extra  # type: ignore[attr-defined]
+    return extra
+
+
+def _refused(exc: live.LiveRefused) -> Response:
+    resp = _problem(exc.status, exc.message)
+    if exc.retry_after_s:
+        import json
+
+        body = json.loads(bytes(resp.body))
+        body["retry_after_s"] = exc.retry_after_s
+        resp = JSONResponse(body, status_code=exc.status, media_type="application/problem+json",
+                            headers={**NO_STORE, "Retry-After": str(exc.retry_after_s)})
+    return resp
+
+
+def _pool_sizes(session: Session) -> dict[str, int]:
+    return {k: len(pool.members(session, k)) for k in pool.KINDS}
+
+
+@router.get("/arena/chat", response_class=HTMLResponse, include_in_schema=False)
+def chat_page(request: Request) -> Response:
+    st = state(request)
+    new_cookie, voter, ip = identity(request, st)
+    with request.app.state.sessions() as s:
+        sizes = _pool_sizes(s)
+        wait = limits.wait_seconds(s, st.cfg, voter, ip)
+    message = None
+    if sizes["chat"] < 2 and sizes["code3d"] < 2:
+        message = live.empty_pool_message("chat", sizes["chat"])
+    ctx = {"base": base_template(), "title": "Arena: live", "nav": "arena", "page_title": "Arena: live",
+           "message": message, "wait": wait, "wait_message": limits.refusal(wait) if wait else "",
+           "kinds": [k for k in pool.KINDS if sizes[k] >= 2], "max_turns": st.cfg.max_turns,
+           "max_chars": st.cfg.max_prompt_chars}
+    resp = templates.TemplateResponse(request, "chat.html", ctx, headers=NO_STORE)
+    return _set_cookie(request, resp, new_cookie)
+
+
+def _renderer(request: Request, kind: str) -> Any:
+    if kind != "code3d":
+        return None
+    from .render3d import renderer_for
+
+    return renderer_for(request.app, state(request).cfg)
+
+
+@router.post("/api/arena/chat", tags=["arena"])
+async def chat_start(request: Request, body: ChatIn) -> Response:
+    """A new live battle: checks (limits first, then prompt, image, moderation), then two anonymous
+    pool models answer, streamed as server-sent events (see leaderboard/arena/live.py)."""
+    st = state(request)
+    clients, mod = _live(request)
+    new_cookie, voter, ip = identity(request, st)
+    sessions = request.app.state.sessions
+    try:
+        if body.kind not in pool.KINDS:
+            raise live.LiveRefused(400, f"kind must be one of {', '.join(pool.KINDS)}")
+        with sessions() as s:
+            wait = limits.wait_seconds(s, st.cfg, voter, ip)
+        if wait:
+            raise live.LiveRefused(429, limits.refusal(wait), wait)
+        prompt = live.check_prompt(body.prompt, st.cfg)
+        image = live.decode_image(body.image, st.cfg)
+        reason = await mod.check(prompt)
+        if reason:
+            raise live.LiveRefused(422, reason)
+        battle = live.start(sessions, st.cfg, st.cache, st.secret, voter, ip, prompt, image, body.kind)
+        with sessions() as s:
+            b, chat = live.check_token(s, st.secret, st.cfg, battle.public_id, battle.token, voter)
+            live.claim_turn(s, b, chat, st.cfg)
+    except live.LiveRefused as exc:
+        return _set_cookie(request, _refused(exc), new_cookie)
+    first = {"type": "battle", "battle": battle.public_id, "token": battle.token, "max_turns": st.cfg.max_turns,
+             "kind": battle.kind}
+    stream = live.run_turn(sessions, st.cfg, clients, battle.public_id, prompt, first_event=first,
+                           renderer=_renderer(request, battle.kind),
+                           media_url=lambda slot: f"/arena/media/{battle.public_id}/{slot}")
+    resp = StreamingResponse(stream, media_type="text/event-stream", headers=SSE_HEADERS)
+    return _set_cookie(request, resp, new_cookie)
+
+
+@router.post("/api/arena/chat/{battle}/turn", tags=["arena"])
+async def chat_turn(request: Request, battle: str, body: TurnIn) -> Response:
+    """The next turn of a live battle (at most ``max_turns``; not after the vote)."""
+    st = state(request)
+    clients, mod = _live(request)
+    _, voter, _ = identity(request, st)
+    sessions = request.app.state.sessions
+    try:
+        prompt = live.check_prompt(body.prompt, st.cfg)
+        reason = await mod.check(prompt)
+        if reason:
+            raise live.LiveRefused(422, reason)
+        with sessions() as s:
+            b, chat = live.check_token(s, st.secret, st.cfg, battle, body.token, voter)
+            live.claim_turn(s, b, chat, st.cfg)
+            kind = chat.kind
+    except live.LiveRefused as exc:
+        return _refused(exc)
+    stream = live.run_turn(sessions, st.cfg, clients, battle, prompt, renderer=_renderer(request, kind),
+                           media_url=lambda slot: f"/arena/media/{battle}/{slot}")
+    return StreamingResponse(stream, media_type="text/event-stream", headers=SSE_HEADERS)
+
+
+@router.post("/api/arena/chat/{battle}/vote", tags=["arena"])
+def chat_vote(request: Request, battle: str, body: LiveVoteIn) -> Response:
+    """Vote on a live battle (left, right, tie, both_bad); the answer names both models."""
+    st = state(request)
+    _, voter, ip = identity(request, st)
+    sessions = request.app.state.sessions
+    try:
+        with sessions() as s:
+            _, chat = live.check_token(s, st.secret, st.cfg, battle, body.token, voter)
+            live.can_vote(s, chat)
+        result = votes.cast_vote(sessions, st.cfg, st.secret, body.token, body.outcome, voter, ip)
+    except live.LiveRefused as exc:
+        return _refused(exc)
+    except votes.VoteRefused as exc:
+        return _problem(exc.status, exc.message)
+    with sessions() as s:
+        flagged = live.flag_self_naming(s, battle)
+        shown = live.reveal(s, battle)
+    return JSONResponse({**result.to_dict(), **shown, "counted": not flagged}, headers=NO_STORE)
