@@ -93,15 +93,15 @@ def connect(address: str | None, n_cpus: int) -> Any:
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # a local cluster needs no token file in ~/.ray
     env = {k: v for k, v in os.environ.items() if k.startswith(PASSED_ENV)}
     runtime_env = {"env_vars": env}
+    if address not in (None, "local", "auto"):
+        _reachable(address)
     if ray.is_initialized():
-        return ray
+        return ray  # this process already joined a cluster (tests, notebooks): use it
     try:
         if address in (None, "local"):
             ray.init(num_cpus=max(2, n_cpus), include_dashboard=False, log_to_driver=False,
                      runtime_env=runtime_env, configure_logging=False)
         else:
-            if address != "auto":
-                _reachable(address)
             ray.init(address=address, log_to_driver=False, runtime_env=runtime_env, configure_logging=False)
     except SweepError:
         raise

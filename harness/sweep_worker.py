@@ -41,12 +41,14 @@ class WorkerReport:
     units_done: int = 0
     units_failed: int = 0
     samples_new: int = 0
+    samples_skipped: int = 0  # already stored when the unit started (a unit taken over from a dead worker)
     models_built: int = 0
     errors: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {"owner": self.owner, "units_done": self.units_done, "units_failed": self.units_failed,
-                "samples_new": self.samples_new, "models_built": self.models_built, "errors": self.errors[:5]}
+                "samples_new": self.samples_new, "samples_skipped": self.samples_skipped,
+                "models_built": self.models_built, "errors": self.errors[:5]}
 
 
 def _one_line(exc: BaseException) -> str:
@@ -189,6 +191,7 @@ class SweepWorker:
             units.finish(self.sessions, unit, self.owner, error=message)
             return False
         self.report.samples_new += summary.n_new
+        self.report.samples_skipped += summary.n_skipped
         self._size_run(unit.entry, summary.run_id)
         if units.finish(self.sessions, unit, self.owner):
             self.report.units_done += 1
