@@ -1,0 +1,180 @@
+"""Novel-view synthesis backends, fitted on a scene's train views and asked for its held-out views.
+
+``gs:sh``: Gaussian splatting with per-Gaussian spherical-harmonic colour (degree <= 1).
+``gs:neural_color``: the same Gaussians coloured by a Lipschitz-bounded neural field of position and
+view direction (see ``gs_model``). ``ff:consistency``: a tiny feed-forward Gaussian predictor from
+the two nearest train views, with (``-M tokens=true``, default) or without point-cloud consistency
+tokens through bidirectional cross-attention (see ``ff_model``).
+
+gs settings (``-M``): ``steps`` (600), ``gaussians`` (2000), ``patch`` (32 px per step), ``lr``
+(1.0, a multiplier), ``sh_degree`` (1; sh only), ``lipschitz`` (20; neural_color only), ``hidden``
+(64), ``seed`` (0), ``device`` (cpu; ``cuda`` on a GPU machine), ``cache`` (true).
+ff settings: ``tokens`` (true), ``steps`` (400), ``width`` (32), ``seed``, ``device``, ``cache``.
+
+Each held-out view's ``prediction`` is ``{"image": PNG, "depth": .npy, "gaussians": .npy,
+"n_gaussians": N}``; files go under ``$HARNESS_ARTIFACTS/nvs/`` (default ``./artifacts``). A render
+with NaN or inf becomes that view's error row; a fit that fails becomes every view's error.
+Fits are cached under ``$HARNESS_CACHE_DIR/nvs/fits`` by a hash of the settings and the train views.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness.modelspec import validate_settings
+from harness.registry import model
+from harness.tasks.nvs.backends_common import (
+    ViewError,
+    artifacts_dir,
+    as_bool,
+    as_float,
+    as_int,
+    error_outputs,
+    fit_key,
+    load_fit,
+    load_images,
+    save_fit,
+    train_views,
+    view_of,
+    write_gaussians,
+    write_render,
+)
+from harness.types import Output, Request, Sample, Usage
+
+GS_PATHS = {"sh": "sh", "neural_color": "neural"}
+GS_SETTINGS = ("steps", "gaussians", "patch", "lr", "sh_degree", "lipschitz", "hidden", "seed", "device", "cache")
+FF_PATHS = ("consistency",)
+FF_SETTINGS = ("tokens", "steps", "width", "seed", "device", "cache", "lr")
+
+
+def gs_config(path: str, settings: dict[str, Any]) -> Any:
+    from harness.tasks.nvs.gs_model import GSConfig
+
+    name = f"gs:{path}"
+    validate_settings(name, settings, GS_SETTINGS)
+    if path == "sh" and "lipschitz" in settings:
+        raise ValueError("gs:sh: lipschitz applies to gs:neural_color only")
+    if path == "neural_color" and "sh_degree" in settings:
+        raise ValueError("gs:neural_color: sh_degree applies to gs:sh only")
+    kw: dict[str, Any] = {"color": GS_PATHS[path]}
+    ints = {"steps": (1, 1_000_000), "gaussians": (1, 2_000_000), "patch": (4, 4096), "sh_degree": (0, 1),
+            "hidden": (4, 1024), "seed": (0, 2**31 - 1)}
+    for key, (lo, hi) in ints.items():
+        if key in settings:
+            kw[key] = as_int(name, key, settings[key], lo, hi)
+    for key, (flo, fhi) in {"lr": (1e-6, 100.0), "lipschitz": (1e-3, 1e4)}.items():
+        if key in settings:
+            kw[key] = as_float(name, key, settings[key], flo, fhi)
+    if "device" in settings:
+        kw["device"] = str(settings["device"])
+    return GSConfig(**kw)
+
+
+@dataclass
+class GaussianBackend:
+    path: str
+    cfg: Any
+    use_cache: bool = True
+    spec: str = ""
+    batch_size: int = 64
+    concurrency: int = 1
+    cacheable: bool = False  # fits have their own cache; the renders are files
+    modalities: frozenset[str] = frozenset({"text", "image"})
+    scenes: dict[str, Any] = field(default_factory=dict)  # scene key -> GaussianScene
+    records: dict[str, Any] = field(default_factory=dict)
+    gaussians: dict[str, str] = field(default_factory=dict)
+    fit_error: str | None = None
+
+    def fit(self, train: Sequence[Sample]) -> dict[str, Any]:
+        try:
+            return self._fit(train)
+        except (ViewError, ValueError) as exc:
+            self.fit_error = f"{self.spec} fit failed: {exc}"
+            return {"error": self.fit_error}
+
+    def _fit(self, train: Sequence[Sample]) -> dict[str, Any]:
+        import torch
+
+        from harness.tasks.nvs.gs_model import GaussianScene, fit_scene
+
+        torch.set_num_threads(max(1, torch.get_num_threads()))
+        out_dir = artifacts_dir(self.spec)
+        for scene, views in train_views(train).items():
+            key = fit_key("gs", {**self.cfg.to_dict(), "v": 1}, views)
+            state = load_fit(key) if self.use_cache else None
+            if state is None:
+                images = load_images(views).to(self.cfg.device)
+                fitted, record = fit_scene(self.cfg, [v.camera for v in views], images)
+                state = {"gaussians": fitted.state(), "record": record}
+                save_fit(key, state)
+                cached = False
+            else:
+                fitted, record, cached = GaussianScene.from_state(state["gaussians"]), state["record"], True
+            self.scenes[scene] = fitted
+            self.records[scene] = {**record, "cached": cached}
+            with torch.no_grad():
+                self.gaussians[scene] = write_gaussians(out_dir, f"{scene}-{key}", fitted.params["means"],
+                                                        fitted.opacities())
+        return {"method": self.spec, "scenes": self.records}
+
+    def render_one(self, request: Request) -> Output:
+        import torch
+
+        t0 = time.perf_counter()
+        try:
+            view = view_of(request.messages, request.sample_id)
+        except ViewError as exc:
+            return Output(error=str(exc))
+        fitted = self.scenes.get(view.scene)
+        if fitted is None:
+            return Output(error=self.fit_error or f"{self.spec} has no fit of scene {view.scene!r} (no train views)")
+        with torch.no_grad():
+            out = fitted.render(view.camera)
+        try:
+            files = write_render(artifacts_dir(self.spec) / view.scene, view.name, out["rgb"].cpu(),
+                                 out["depth"].cpu(), out["alpha"].cpu())
+        except ValueError as exc:
+            return Output(error=str(exc))
+        n = int(fitted.params["means"].shape[0])
+        pred = {**files, "gaussians": self.gaussians[view.scene], "n_gaussians": n}
+        return Output(text=files["image"], prediction=pred, usage=Usage(calls=1, seconds=time.perf_counter() - t0),
+                      details={"fit": self.records.get(view.scene, {})})
+
+    async def generate(self, requests: Sequence[Request]) -> list[Output]:
+        if not self.scenes:
+            return error_outputs(self.fit_error or f"{self.spec} has not been fitted (the task needs a train split)",
+                                 len(requests))
+        return [self.render_one(r) for r in requests]
+
+
+def _spec(base: str, settings: dict[str, Any], keys: Sequence[str]) -> str:
+    shown = {k: v for k, v in sorted(settings.items()) if k in keys and k not in ("cache", "device")}
+    return base + ("?" + "&".join(f"{k}={v}" for k, v in shown.items()) if shown else "")
+
+
+@model("gs", description="Gaussian splatting fitted per scene: gs:sh (SH colour) | gs:neural_color (Lipschitz "
+                         "colour field)", settings=GS_SETTINGS, strict=True)
+def gs_backend(path: str | None, **settings: Any) -> GaussianBackend:
+    path = path or "sh"
+    if path not in GS_PATHS:
+        raise ValueError(f"unknown gs path {path!r}; choose one of {', '.join(GS_PATHS)}")
+    cfg = gs_config(path, settings)
+    use_cache = as_bool(f"gs:{path}", "cache", settings.get("cache", True))
+    return GaussianBackend(path, cfg, use_cache, spec=_spec(f"gs:{path}", settings, GS_SETTINGS))
+
+
+@model("ff", description="Feed-forward Gaussians from two context views: ff:consistency (-M tokens=true|false)",
+       settings=FF_SETTINGS, strict=True)
+def ff_backend(path: str | None, **settings: Any) -> Any:
+    from harness.tasks.nvs.ff_backend import FeedForwardBackend, ff_config
+
+    path = path or "consistency"
+    if path not in FF_PATHS:
+        raise ValueError(f"unknown ff path {path!r}; choose one of {', '.join(FF_PATHS)}")
+    cfg = ff_config(settings)
+    use_cache = as_bool("ff:consistency", "cache", settings.get("cache", True))
+    spec = _spec("ff:consistency", {"tokens": str(cfg.tokens).lower(), **settings}, FF_SETTINGS)
+    return FeedForwardBackend(cfg, use_cache, spec=spec)

@@ -1,0 +1,184 @@
+"""What every nvs backend shares: reading views out of samples and requests, the fit cache, and
+writing a rendered view (PNG image + depth .npy) where the run page can show it.
+
+A sample's first part carries ``options["nvs"]``: ``scene`` (the scene's content key), ``camera``
+(:class:`harness.tasks.nvs.scenes.Camera` as a dict) and, for train views only, ``image``. Held-out
+requests carry no image: a backend renders from its fit of that scene.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness.tasks.nvs.scenes import Camera, SceneError
+from harness.types import Message, Output, Sample, stable_hash
+
+
+class ViewError(ValueError):
+    """A sample or request without a usable view description (one line)."""
+
+
+@dataclass(frozen=True)
+class ViewSpec:
+    scene: str
+    name: str
+    camera: Camera
+    image: str | None = None
+
+
+def view_of(messages: Sequence[Message], name: str = "") -> ViewSpec:
+    for m in messages:
+        for p in m.content:
+            nvs = (p.options or {}).get("nvs")
+            if isinstance(nvs, dict):
+                try:
+                    cam = Camera.from_dict(nvs["camera"])
+                except (KeyError, TypeError, ValueError) as exc:
+                    raise ViewError(f"view {name or '?'} has a malformed camera ({exc})") from None
+                return ViewSpec(str(nvs.get("scene", "")), str(nvs.get("view", name)), cam, nvs.get("image"))
+    raise ViewError(f"view {name or '?'} has no camera (options['nvs'] on its first part)")
+
+
+def train_views(train: Sequence[Sample]) -> dict[str, list[ViewSpec]]:
+    """Train views grouped by scene; every train view must name its image."""
+    out: dict[str, list[ViewSpec]] = {}
+    for s in train:
+        v = view_of(s.messages, s.id)
+        if not v.image:
+            raise ViewError(f"train view {s.id!r} has no image")
+        out.setdefault(v.scene, []).append(v)
+    if not out:
+        raise ViewError("the task has no train views to fit")
+    return out
+
+
+def load_images(views: Sequence[ViewSpec]) -> Any:
+    """(V, H, W, 3) float32 tensor, white background; one size for all views."""
+    import numpy as np
+    import torch
+
+    from harness.tasks.nvs.scenes import read_rgb
+
+    arrays = []
+    for v in views:
+        img = read_rgb(v.image or "")
+        if img.shape[:2] != (v.camera.height, v.camera.width):
+            raise ViewError(f"train view {v.name}: image is {img.shape[1]}x{img.shape[0]}, camera says "
+                            f"{v.camera.width}x{v.camera.height}")
+        arrays.append(img)
+    if len({a.shape for a in arrays}) > 1:
+        raise ViewError("train views of one scene have different image sizes")
+    return torch.from_numpy(np.stack(arrays))
+
+
+def cache_dir() -> Path:
+    base = Path(os.environ.get("HARNESS_CACHE_DIR", Path.home() / ".cache" / "harness"))
+    return base / "nvs" / "fits"
+
+
+def fit_key(method: str, config: dict[str, Any], views: Sequence[ViewSpec]) -> str:
+    files = []
+    for v in views:
+        try:
+            st = os.stat(v.image or "")
+            files.append((v.name, v.camera.to_dict(), st.st_size, int(st.st_mtime)))
+        except OSError:
+            files.append((v.name, v.camera.to_dict(), 0, 0))
+    return stable_hash({"method": method, "config": config, "views": files})[:24]
+
+
+def load_fit(key: str) -> dict[str, Any] | None:
+    path = cache_dir() / f"{key}.pkl"
+    try:
+        with path.open("rb") as f:
+            return pickle.load(f)  # our own cache file, written by save_fit
+    except (OSError, pickle.UnpicklingError, EOFError):
+        return None
+
+
+def save_fit(key: str, state: dict[str, Any]) -> None:
+    path = cache_dir() / f"{key}.pkl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    with tmp.open("wb") as f:
+        pickle.dump(state, f, protocol=pickle.HIGHEST_PROTOCOL)
+    tmp.replace(path)
+
+
+def artifacts_dir(spec: str) -> Path:
+    base = Path(os.environ.get("HARNESS_ARTIFACTS", "artifacts")).resolve()
+    return base / "nvs" / stable_hash(spec)[:12]
+
+
+def write_render(folder: Path, name: str, rgb: Any, depth: Any, alpha: Any) -> dict[str, Any]:
+    """Save one rendered view; refuse non-finite renders (the caller turns that into an error row).
+    Depth is the alpha-normalised expected depth, 0 where less than half the pixel is covered."""
+    import numpy as np
+    from PIL import Image
+
+    rgb, depth, alpha = (np.asarray(a, dtype=np.float32) for a in (rgb, depth, alpha))
+    if not (np.isfinite(rgb).all() and np.isfinite(depth).all() and np.isfinite(alpha).all()):
+        raise ValueError(f"render of {name} has non-finite values (NaN or inf)")
+    safe = name.replace("/", "_")
+    folder.mkdir(parents=True, exist_ok=True)
+    image = folder / f"{safe}.png"
+    Image.fromarray((rgb.clip(0, 1) * 255 + 0.5).astype(np.uint8)).save(image)
+    surface = np.where(alpha > 0.5, depth / np.maximum(alpha, 1e-6), 0.0).astype(np.float32)
+    depth_path = folder / f"{safe}_depth.npy"
+    np.save(depth_path, surface)
+    return {"image": str(image), "depth": str(depth_path)}
+
+
+def write_gaussians(folder: Path, scene: str, means: Any, opacities: Any) -> str:
+    """(N, 4) xyz + opacity of a fit's Gaussians: the scorer's floater fraction reads it."""
+    import numpy as np
+
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"gaussians_{stable_hash(scene)[:10]}.npy"
+    np.save(path, np.concatenate([np.asarray(means), np.asarray(opacities)[:, None]], 1).astype(np.float32))
+    return str(path)
+
+
+def error_outputs(message: str, n: int) -> list[Output]:
+    return [Output(error=message) for _ in range(n)]
+
+
+def as_int(backend: str, key: str, value: Any, low: int, high: int) -> int:
+    try:
+        out = int(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{backend}: {key} must be an integer, got {value!r}") from None
+    if not low <= out <= high:
+        raise ValueError(f"{backend}: {key} must be between {low} and {high}, got {out}")
+    return out
+
+
+def as_float(backend: str, key: str, value: Any, low: float, high: float) -> float:
+    try:
+        out = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{backend}: {key} must be a number, got {value!r}") from None
+    if not low <= out <= high:
+        raise ValueError(f"{backend}: {key} must be between {low} and {high}, got {out}")
+    return out
+
+
+def as_bool(backend: str, key: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("true", "1", "yes", "on"):
+        return True
+    if text in ("false", "0", "no", "off"):
+        return False
+    raise ValueError(f"{backend}: {key} must be true or false, got {value!r}")
+
+
+__all__ = ["SceneError", "ViewError", "ViewSpec", "view_of", "train_views", "load_images", "fit_key", "load_fit",
+           "save_fit", "artifacts_dir", "write_render", "write_gaussians", "error_outputs", "as_int", "as_float",
+           "as_bool"]

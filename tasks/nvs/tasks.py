@@ -1,0 +1,138 @@
+"""Novel-view synthesis tasks: fit on a scene's train views, render its held-out views, score them.
+
+``nvs_synthetic``: the Blender scenes of ``scenes.py`` (``-T scenes=textured,repetitive,thin``,
+``-T size=64`` pixels, ``-T train_views=24``, ``-T test_views=6``, ``-T seed=0`` moves the cameras),
+rendered on first use. ``nvs_folder``: a dataset of yours (``-T path=DIR -T layout=nerf|colmap|dl3dv``;
+DL3DV also needs ``-T index=FILE``, the pixelSplat-style context/target JSON). One sample per held-out
+view; the train split is every train view (the runner hands it to the backend's ``fit``). Metrics
+are per view, averaged, with a breakdown per scene.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from harness.registry import task
+from harness.task import Task
+from harness.tasks.nvs.scenes import SCENES, Scene, View
+from harness.types import Message, Part, Sample, stable_hash
+
+VERSION = "1"
+LAYOUTS = {"nerf": ("train", "test"), "colmap": ("train", "test"), "dl3dv": ("context", "target")}
+
+
+def _sample(scene: Scene, view: View, train: bool) -> Sample:
+    key = f"{scene.name}-{scene.content_hash}"
+    nvs: dict[str, Any] = {"scene": key, "view": view.name, "camera": view.camera.to_dict()}
+    if train:
+        nvs["image"] = view.image
+    text = f"Render view {view.name} of scene {scene.name} from its camera."
+    return Sample(
+        id=f"{scene.name}/{view.name}",
+        messages=[Message("user", [Part("text", text=text, options={"nvs": nvs})])],
+        target={"image": view.image, "depth": view.depth, "camera": view.camera.to_dict()},
+        metadata={"scene": scene.name, "points": scene.points, "split": "train" if train else "test"},
+    )
+
+
+def _make(load_scenes: Any, content_hash: str, depth: bool, options: dict[str, Any]) -> Task:
+    from harness.tasks.nvs.scorer import metric_declarations, score_view
+
+    cache: list[Scene] = []
+
+    def scenes() -> list[Scene]:
+        if not cache:
+            cache.extend(load_scenes())
+        return cache
+
+    return Task(
+        version=VERSION,
+        load=lambda: [_sample(s, v, False) for s in scenes() for v in s.test],
+        train=lambda: [_sample(s, v, True) for s in scenes() for v in s.train],
+        score=score_view,
+        primary_metric="psnr",
+        metrics=metric_declarations(depth),
+        breakdowns=("scene",),
+        content_hash=content_hash,
+        options=options,
+    )  # fmt: skip
+
+
+def _int(name: str, value: Any) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"-T {name} must be an integer, got {value!r}") from None
+
+
+@task("nvs_synthetic", description="Novel views of Blender scenes (textured, repetitive texture, thin structures): "
+      "PSNR/SSIM/LPIPS, depth, Chamfer, floaters", family="nvs")
+def nvs_synthetic(scenes: str = ",".join(SCENES), size: int = 64, train_views: int = 24, test_views: int = 6,
+                  seed: int = 0, samples: int = 32) -> Task:
+    from harness.tasks.nvs.scenes import SceneError, ensure_scene, scene_job, scene_key
+
+    names = [s.strip() for s in str(scenes).split(",") if s.strip()]
+    if not names:
+        raise ValueError("-T scenes is empty; give scene names separated by commas")
+    if len(set(names)) != len(names):
+        raise ValueError(f"-T scenes names a scene twice: {scenes}")
+    size, train_views, test_views = _int("size", size), _int("train_views", train_views), _int("test_views", test_views)
+    seed, samples = _int("seed", seed), _int("samples", samples)
+    if not 1 <= samples <= 4096:
+        raise ValueError(f"-T samples (Cycles samples per pixel) must be between 1 and 4096, got {samples}")
+    try:
+        jobs = [scene_job(n, size, train_views, test_views, samples, 20000, seed) for n in names]
+    except SceneError as exc:
+        raise ValueError(str(exc)) from None
+
+    def load() -> list[Scene]:
+        return [ensure_scene(n, size=size, n_train=train_views, n_test=test_views, samples=samples, seed=seed)
+                for n in names]
+
+    return _make(load, stable_hash([scene_key(j) for j in jobs])[:16], True,
+                 {"scenes": ",".join(names), "size": size, "train_views": train_views, "test_views": test_views,
+                  "seed": seed, "samples": samples})
+
+
+@task("nvs_folder", description="Novel views of your own scenes (NeRF-synthetic, Mip-NeRF 360 / COLMAP or DL3DV "
+      "layout): PSNR/SSIM/LPIPS (+ depth where given)", family="nvs")
+def nvs_folder(path: str = "", layout: str = "nerf", index: str = "", llffhold: int = 8) -> Task:
+    from harness.tasks.nvs import layouts
+    from harness.tasks.nvs.scenes import from_layout
+
+    if not path:
+        raise ValueError("nvs_folder needs -T path=DIR (a scene folder, or for dl3dv a folder of scenes)")
+    if layout not in LAYOUTS:
+        raise ValueError(f"unknown -T layout {layout!r}; choose one of {', '.join(LAYOUTS)}")
+    if layout == "dl3dv" and not index:
+        raise ValueError("-T layout=dl3dv needs -T index=FILE (the context/target index JSON)")
+    root = Path(path)
+    if not root.is_dir():
+        raise ValueError(f"-T path {path} is not a folder")
+    train_split, test_split = LAYOUTS[layout]
+    hold = _int("llffhold", llffhold)
+
+    def views() -> list[Any]:
+        if layout == "nerf":
+            return [layouts.load_nerf_synthetic(root, ("train", "test"))]
+        if layout == "colmap":
+            return [layouts.load_colmap(root, llffhold=hold)]
+        if (root / "transforms.json").is_file() or (root / "nerfstudio").is_dir():
+            return [layouts.load_dl3dv(root, index)]
+        return layouts.load_dl3dv_all(root, index)
+
+    def load() -> list[Scene]:
+        out = []
+        for sv in views():
+            depth = any(p is not None and str(p).endswith(".npy") for p in sv.depth_paths)
+            scene = from_layout(sv, train_split, test_split)
+            if not depth:  # only .npy depth maps are read
+                scene.train = [View(v.name, v.image, v.camera, None) for v in scene.train]
+                scene.test = [View(v.name, v.image, v.camera, None) for v in scene.test]
+            out.append(scene)
+        return out
+
+    files = sorted(str(p.relative_to(root)) + f":{p.stat().st_size}" for p in root.rglob("*.json") if p.is_file())
+    digest = stable_hash({"layout": layout, "files": files, "index": index, "llffhold": hold})[:16]
+    return _make(load, digest, True, {"path": str(root), "layout": layout, "index": index, "llffhold": hold})
