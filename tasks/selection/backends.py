@@ -41,6 +41,7 @@ class SelectionModel:
     net: Any = None
     record: dict[str, Any] = field(default_factory=dict)
     fit_error: str | None = None
+    sft: Any = None  # on select_sft's split: the LoRA fine-tuning path (sft_backend.py)
 
     def config(self) -> Any:
         from harness.tasks.selection.trainer import SelectConfig
@@ -57,8 +58,12 @@ class SelectionModel:
     def fit(self, train: Sequence[Sample]) -> dict[str, Any]:
         import torch
 
+        from harness.tasks.selection.sft_backend import SFTFit, is_sft_split
         from harness.tasks.selection.trainer import train_select
 
+        if is_sft_split(train):
+            self.sft = SFTFit(self.method, dict(self.settings))
+            return self.sft.fit(train)
         try:
             X = torch.tensor([_features(s.messages) for s in train], dtype=torch.float32)
             y = torch.tensor([int(s.target) for s in train])
@@ -75,6 +80,8 @@ class SelectionModel:
     async def generate(self, requests: Sequence[Request]) -> list[Output]:
         import torch
 
+        if self.sft is not None:
+            return list(await self.sft.generate(requests))
         if self.net is None:
             reason = self.fit_error or f"{self.spec} has not been fitted (the task needs a train split)"
             return [Output(error=reason) for _ in requests]
