@@ -15,6 +15,7 @@ from datetime import timedelta
 from typing import Any
 
 from sqlalchemy import func, select
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
 from harness.store.schema import RunRow, SampleResultRow, TaskRow, utcnow
@@ -79,8 +80,12 @@ def run_progress(s: Session, run_id: int) -> Progress | None:
     if rate and status == "running":
         eta = (pending + leased) / rate
     x = score_value(metric)
-    n, mean, mean_sq = s.execute(select(func.count(x), func.avg(x), func.avg(x * x)).where(
-        mine, SampleResultRow.error.is_(None))).one()
+    try:
+        n, mean, mean_sq = s.execute(select(func.count(x), func.avg(x), func.avg(x * x)).where(
+            mine, SampleResultRow.error.is_(None))).one()
+    except DBAPIError:  # a row the engine's JSON functions refuse (NaN from an old writer): counts only
+        s.rollback()
+        n = mean = mean_sq = None
     value = lo = hi = None
     if n:
         value = float(mean)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import and_, func, select
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
 from harness.store.schema import JudgementRow, MetricRow, ModelRow, RunRow, SampleResultRow, TaskRow
@@ -226,7 +227,11 @@ def score_bounds(s: Session, run_id: int, names: list[str]) -> dict[str, tuple[f
     if not names:
         return {}
     cols = [c for n in names for c in (func.min(score_value(n)), func.max(score_value(n)))]
-    row = s.execute(select(*cols).where(SampleResultRow.run_id == run_id)).one()
+    try:
+        row = s.execute(select(*cols).where(SampleResultRow.run_id == run_id)).one()
+    except DBAPIError:  # a row the engine's JSON functions refuse (NaN written by an old writer): no bounds
+        s.rollback()
+        return {}
     return {n: (row[2 * i], row[2 * i + 1]) for i, n in enumerate(names)
             if row[2 * i] is not None and row[2 * i + 1] is not None}
 
