@@ -11,7 +11,8 @@ from harness.cli_support import DbOpt, fail
 from harness.cli_support import console as _console
 from harness.cli_support import sessions_for as _sessions
 
-arena_app = typer.Typer(no_args_is_help=True, help="Human-preference arena: ratings, voter audit, demo data.")
+arena_app = typer.Typer(no_args_is_help=True,
+                        help="Human-preference arena: ratings, voter audit, demo data, live pool.")
 
 
 def register(app: typer.Typer) -> None:
@@ -21,6 +22,9 @@ def register(app: typer.Typer) -> None:
 @arena_app.command("ratings")
 def ratings_cmd(
     task: Annotated[str | None, typer.Option("--task", "-t", help="Only votes on this task (default all)")] = None,
+    category: Annotated[str | None, typer.Option(
+        "--category", "-c", help="Only battles of this category: family=, language=, length=, kind= "
+        "(text, code, 3d) or a bare value; comma-separated filters all apply")] = None,
     bootstrap: Annotated[int, typer.Option("--bootstrap", help="Bootstrap rounds; 0 = sandwich CIs")] = 100,
     style: Annotated[bool, typer.Option("--style", help="Style control (length, headers, lists, bold)")] = False,
     min_votes: Annotated[int, typer.Option("--min-votes", help="Votes before a model is listed")] = 0,
@@ -46,12 +50,13 @@ def ratings_cmd(
         with sessions() as s:
             st = compute(s, task, ci="bootstrap" if bootstrap else "sandwich", rounds=bootstrap, min_votes=min_votes,
                          provisional_votes=provisional, exclude_implausible=not keep_implausible, style=style,
-                         seed=seed)
-    except RatingsError as exc:
+                         seed=seed, category=category)
+    except (RatingsError, ValueError) as exc:
         fail(str(exc))
     if as_json:
         out = st.ratings.to_dict()
-        out.update({"task": task, "votes_used": st.votes_used, "excluded_voters": [f.voter for f in st.excluded]})
+        out.update({"task": task, "category": category, "votes_used": st.votes_used,
+                    "excluded_voters": [f.voter for f in st.excluded]})
         typer.echo(json.dumps(out, indent=2))
         return
     if as_csv:
@@ -60,9 +65,10 @@ def ratings_cmd(
         typer.echo(to_csv(st.ratings.to_dict()["ratings"]), nl=False)
         return
     if not st.votes_used:
-        fail(f"no arena votes{f' on task {task!r}' if task else ''}")
+        fail(f"no arena votes{f' on task {task!r}' if task else ''}{f' in category {category!r}' if category else ''}")
     ci = f"bootstrap x{bootstrap}" if bootstrap else "sandwich"
-    table = Table(title=f"Arena ratings{f' ({task})' if task else ''}: {st.votes_used} votes, 95% CI {ci}"
+    scope = ", ".join(x for x in (task, category) if x)
+    table = Table(title=f"Arena ratings{f' ({scope})' if scope else ''}: {st.votes_used} votes, 95% CI {ci}"
                         f"{', style-controlled' if st.style else ''}")
     notes = ["not listed" if not r.listed else "provisional" if r.provisional else "" for r in st.ratings.ratings]
     # the note column only when some model has a note (an empty trailing column otherwise)
@@ -104,14 +110,76 @@ def audit_cmd(
 @arena_app.command("demo")
 def demo_cmd(
     renders: Annotated[Path | None, typer.Option(help="Also write a 3D-style demo task with renders here")] = None,
+    votes: Annotated[int, typer.Option(help="Plausible votes to seed (0: none)")] = 400,
     db: DbOpt = None,
 ) -> None:
-    """Write synthetic runs to try the arena on (task arena-demo; arena-demo-3d with --renders)."""
-    from harness.leaderboard.arena.demo import seed_renders, seed_text
+    """Write synthetic runs to try the arena on (task arena-demo; arena-demo-3d with --renders) and
+    seed votes on them, so the ratings page has a table at once."""
+    from harness.leaderboard.arena.demo import seed_renders, seed_text, seed_votes
 
     sessions = _sessions(db)
     seed_text(sessions)
     if renders is not None:
         seed_renders(sessions, renders)
         typer.echo(f"renders under {renders}: serve with HARNESS_MEDIA_ROOT={renders}")
-    typer.echo("demo runs written: open /arena in `harness serve`")
+    n = seed_votes(sessions, n_votes=votes) if votes > 0 else 0
+    typer.echo(f"demo runs written{f' with {n} seeded votes' if n else ''}: open /arena and /arena/ratings in "
+               "`harness serve`")
+
+
+pool_app = typer.Typer(no_args_is_help=True, help="The live pool: models that answer voters' prompts at /arena/chat.")
+arena_app.add_typer(pool_app, name="pool")
+
+
+@pool_app.command("add")
+def pool_add_cmd(
+    specs: Annotated[list[str], typer.Argument(help="Model specs (any backend: openai:M, vllm:PATH, hf:ID, ...)")],
+    settings: Annotated[list[str] | None, typer.Option("-M", help="key=value model settings, for every spec")] = None,
+    name: Annotated[str | None, typer.Option("--name", help="Label votes use (one spec; default the spec)")] = None,
+    kind: Annotated[list[str] | None, typer.Option("--kind", help="chat (default) and/or code3d")] = None,
+    db: DbOpt = None,
+) -> None:
+    """Add models to the live pool (or update one with the same label)."""
+    from harness.cli_support import parse_kv
+    from harness.leaderboard.arena import pool
+
+    if name and len(specs) > 1:
+        fail("--name labels one spec; add the others separately")
+    kv = parse_kv(settings, "-M")
+    kinds = tuple(kind or ["chat"])
+    with _sessions(db)() as s:
+        for spec in specs:
+            try:
+                row = pool.add(s, spec, kv, label=name, kinds=kinds)
+            except pool.PoolError as exc:
+                fail(str(exc))
+            typer.echo(f"pool: {row.label} ({', '.join(row.kinds)})")
+        n = len(pool.members(s, kinds[0]))
+    if n < 2:
+        typer.echo(f"the {kinds[0]} pool has {n} model; live battles need two")
+
+
+@pool_app.command("list")
+def pool_list_cmd(db: DbOpt = None) -> None:
+    """The live pool's models."""
+    from harness.leaderboard.arena import pool
+
+    with _sessions(db)() as s:
+        rows = pool.members(s, "chat") + [r for r in pool.members(s, "code3d") if "chat" not in r.kinds]
+        for r in rows:
+            extra = f" -M {' -M '.join(f'{k}={v}' for k, v in r.settings.items())}" if r.settings else ""
+            typer.echo(f"{r.label}\t{r.spec}{extra}\t{','.join(r.kinds)}")
+    if not rows:
+        typer.echo("the pool is empty: harness arena pool add SPEC ...")
+
+
+@pool_app.command("remove")
+def pool_remove_cmd(labels: Annotated[list[str], typer.Argument(help="Labels to remove")], db: DbOpt = None) -> None:
+    """Remove models from the live pool (their votes stay)."""
+    from harness.leaderboard.arena import pool
+
+    with _sessions(db)() as s:
+        for label in labels:
+            if not pool.remove(s, label):
+                fail(f"no pool model {label!r} (see `harness arena pool list`)")
+            typer.echo(f"removed {label}")

@@ -16,11 +16,32 @@ import numpy as np
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
+from harness.ratings_style import style_features
 from harness.store.ops import get_or_create_model, get_or_create_task
-from harness.store.schema import RunRow, SampleResultRow
+from harness.store.schema import RunRow, SampleResultRow, TaskRow
+from harness.store.schema_arena import ArenaBattleRow, ArenaVoteRow
 
 DEMO_MODELS = ("demo-alpha", "demo-bravo", "demo-charlie", "demo-delta")
 PALETTE = ((37, 99, 235), (22, 163, 74), (220, 38, 38), (202, 138, 4), (124, 58, 237), (8, 145, 178))
+NEUTRAL = (150, 150, 158)  # the grey every demo render uses
+# the demo's hidden ground truth for seeded votes (Elo-like display scale)
+DEMO_STRENGTH = {"demo-alpha": 1120.0, "demo-bravo": 1040.0, "demo-charlie": 980.0, "demo-delta": 860.0}
+_SENTENCES = ("Sunlight is scattered by air molecules.", "Shorter wavelengths scatter more strongly.",
+              "At noon the light crosses less air.", "At sunset the path through the atmosphere is long.",
+              "Blue is scattered out of the beam before it reaches you.", "What remains is red and orange.")
+
+
+def _jitter(model: str, sample: int, modulo: int) -> int:
+    """A stable pseudo-random number per (model, sample): varies across samples for every model, so
+    no feature is constant for one model across battles."""
+    return zlib.crc32(f"{model}/{sample}".encode()) % max(1, modulo)
+
+
+def _variant_text(model: str, sample: int) -> str:
+    """A plausible answer whose length and sentences vary with (model, sample), never naming either."""
+    start = _jitter(model, sample, len(_SENTENCES))
+    n = 1 + _jitter(model, sample + 1000, len(_SENTENCES))
+    return " ".join(_SENTENCES[(start + k) % len(_SENTENCES)] for k in range(n))
 
 
 def png_bytes(width: int, height: int, rgb: tuple[int, int, int], text: str = "", stripe: int = 0) -> bytes:
@@ -99,7 +120,7 @@ def seed_text(
     with sessions() as s:
         t = get_or_create_task(s, name=task, version="1", content_hash=f"demo-{task}", family="text",
                                description="arena demo")
-        for m_index, model in enumerate(models):
+        for model in models:
             if _exists(s, f"{task}-{model}"):  # already seeded: idempotent
                 continue
             run_id = _run(s, t.id, model, f"{task}-{model}")
@@ -111,7 +132,7 @@ def seed_text(
                 output = {
                     "same": "Rayleigh scattering.",
                     "failed": "",
-                    "differs": f"Answer {m_index}-{i}: " + ("because of scattering. " * (1 + (m_index + i) % 5)),
+                    "differs": _variant_text(model, i),
                 }[kind]
                 rows.append(SampleResultRow(
                     run_id=run_id, sample_id=f"s{i:03d}", epoch=0,
@@ -137,29 +158,84 @@ def seed_renders(
     with sessions() as s:
         t = get_or_create_task(s, name=task, version="1", content_hash=f"demo-{task}", family="3d",
                                description="arena 3D demo")
-        for m_index, model in enumerate(models):
+        for model in models:
             if _exists(s, f"{task}-{model}"):
                 continue
             run_id = _run(s, t.id, model, f"{task}-{model}")
             runs[model] = run_id
             for i in range(n_samples):
-                colour = PALETTE[0] if i == 0 else PALETTE[m_index % len(PALETTE)]
+                colour = NEUTRAL  # one material for every model: colour must not tell them apart
                 paths = []
                 for v in range(views):
                     rel = f"{model}/s{i:03d}/view{v}.png"
                     (root / rel).parent.mkdir(parents=True, exist_ok=True)
-                    stripe = (v * size) // views
+                    # the band moves with the shape (sample, model, view), never with the model alone
+                    stripe = 0 if i == 0 else (v * size) // views + _jitter(model, i, size // 4)
                     (root / rel).write_bytes(png_bytes(size, size, colour, text=f"rendered by {model}", stripe=stripe))
                     paths.append(rel)
                 glb = f"{model}/s{i:03d}/model.glb"
-                (root / glb).write_bytes(glb_bytes(*box(0.5 + 0.25 * (m_index if i else 0)), name=model))
+                (root / glb).write_bytes(glb_bytes(*box(0.5 + 0.05 * (_jitter(model, i, 10) if i else 0)), name=model))
                 s.add(SampleResultRow(
                     run_id=run_id, sample_id=f"s{i:03d}", epoch=0,
                     input={"messages": [{"role": "user", "content": [
                         {"type": "text", "text": f"Write Blender code for object {i}: a chair with four legs."}]}],
                         "metadata": {}},
-                    output=f"import bpy\n# object {i} variant {m_index if i else 0}\n", prediction=None,
+                    output=f"import bpy\n# object {i} variant {_jitter(model, i, 97) if i else 0}\n", prediction=None,
                     scores={}, details={"renders": paths, "glb": glb},
                 ))
         s.commit()
     return runs
+
+
+def seed_votes(
+    sessions: sessionmaker[Session], *, n_votes: int = 400, voters: int = 40, seed: int = 0,
+    tasks: tuple[str, ...] = ("arena-demo", "arena-demo-3d"), strength: dict[str, float] | None = None,
+    tie_share: float = 0.15, days: float = 7.0,
+) -> int:
+    """Plausible votes on the demo tasks, so the ratings page has a table at once: battles between
+    the demo models on samples where they differ, outcomes drawn from Bradley-Terry on
+    :data:`DEMO_STRENGTH` (plus ties and some both-bad), sides at random, from ``voters`` pseudonymous
+    voters spread over the last ``days`` (so they count against no real voter's limits). Returns the
+    number of votes written; 0 when the demo tasks already have votes (idempotent) or do not exist."""
+    import random
+    import secrets
+    from datetime import UTC, datetime, timedelta
+
+    rng = random.Random(seed)
+    truth = dict(strength or DEMO_STRENGTH)
+    written = 0
+    with sessions() as s:
+        present = [t for t in tasks if s.scalar(select(TaskRow.id).where(TaskRow.name == t)) is not None]
+        if not present or s.scalar(select(ArenaVoteRow.id).where(ArenaVoteRow.task.in_(present)).limit(1)):
+            return 0
+        now = datetime.now(UTC).replace(tzinfo=None)
+        models = [m for m in truth]
+        for k in range(n_votes):
+            task = present[k % len(present)]
+            a, b = rng.sample(models, 2)
+            sample = f"s{rng.randrange(6 if task.endswith('3d') else 24):03d}"
+            p_a = 1.0 / (1.0 + 10 ** ((truth[b] - truth[a]) / 400.0))
+            u = rng.random()
+            outcome = ("both_bad" if rng.random() < 0.3 else "tie") if u < tie_share else (
+                "left" if rng.random() < p_a else "right")
+            when = now - timedelta(seconds=rng.uniform(60, days * 86400))
+            voter = f"demo-voter-{rng.randrange(voters):03d}"
+            text_a, text_b = _variant_text(a, k), _variant_text(b, k)
+            battle = ArenaBattleRow(
+                public_id=secrets.token_hex(12), task=task, sample_id=sample, epoch=0, left_model=a, right_model=b,
+                media={}, features={"left": style_features(text_a), "right": style_features(text_b)},
+                categories={"family": "3d" if task.endswith("3d") else "text", "language": "en", "length": "short",
+                            "kind": "3d" if task.endswith("3d") else "text"},
+                voter_hash=voter, ip_hash=f"demo-ip-{rng.randrange(voters):03d}", created_at=when,
+                expires_at=when + timedelta(minutes=30), voted_at=when + timedelta(seconds=20),
+            )
+            s.add(battle)
+            s.flush()
+            s.add(ArenaVoteRow(
+                battle_id=battle.id, task=task, sample_id=sample, left_model=a, right_model=b, outcome=outcome,
+                voter_hash=voter, ip_hash=battle.ip_hash, served_at=when, created_at=when + timedelta(seconds=20),
+                features=battle.features, categories=battle.categories, flagged=False,
+            ))
+            written += 1
+        s.commit()
+    return written

@@ -15,6 +15,8 @@ from harness.ratings_style import rate_with_style
 from harness.store.schema_arena import ArenaVoteRow
 from harness.voter_audit import VoterFlag, implausible_voters
 
+from . import categories
+
 OUTCOME_TO_BT = {"left": "a", "right": "b", "tie": "tie", "both_bad": "both_bad"}
 
 
@@ -25,15 +27,26 @@ class Standings:
     votes_used: int
     excluded: list[VoterFlag] = field(default_factory=list)
     style: bool = False
+    category: str | None = None
 
 
-def load_votes(session: Session, task: str | None) -> list[tuple[str, str, str, str, dict[str, Any]]]:
-    """(voter, left, right, outcome, features) of every vote not flagged at intake or by an audit."""
+def load_votes(session: Session, task: str | None,
+               category: str | None = None) -> list[tuple[str, str, str, str, dict[str, Any]]]:
+    """(voter, left, right, outcome, features) of every vote not flagged at intake or by an audit;
+    ``category``: only votes whose battle categories match (leaderboard/arena/categories.py)."""
     q = select(ArenaVoteRow.voter_hash, ArenaVoteRow.left_model, ArenaVoteRow.right_model, ArenaVoteRow.outcome,
-               ArenaVoteRow.features).where(ArenaVoteRow.flagged.is_(False))
+               ArenaVoteRow.features, ArenaVoteRow.categories).where(ArenaVoteRow.flagged.is_(False))
     if task:
         q = q.where(ArenaVoteRow.task == task)
-    return [tuple(r) for r in session.execute(q.order_by(ArenaVoteRow.id))]  # type: ignore[misc]
+    filters = categories.parse_filter(category)
+    rows = session.execute(q.order_by(ArenaVoteRow.id))
+    return [(r[0], r[1], r[2], r[3], r[4]) for r in rows if not filters or categories.matches(r[5], filters)]
+
+
+def category_summary(session: Session) -> dict[str, dict[str, int]]:
+    """Votes per category value (the ratings page's picker)."""
+    return categories.summary(c for (c,) in session.execute(
+        select(ArenaVoteRow.categories).where(ArenaVoteRow.flagged.is_(False))))
 
 
 def flag_voters(votes: list[tuple[str, str, str, str, dict[str, Any]]], min_votes: int) -> list[VoterFlag]:
@@ -47,9 +60,9 @@ def flag_voters(votes: list[tuple[str, str, str, str, dict[str, Any]]], min_vote
 def compute(
     session: Session, task: str | None, *, ci: str = "bootstrap", rounds: int = 100, min_votes: int = 0,
     provisional_votes: int = 0, exclude_implausible: bool = True, outlier_min_votes: int = 10,
-    style: bool = False, seed: int = 0,
+    style: bool = False, seed: int = 0, category: str | None = None,
 ) -> Standings:
-    votes = load_votes(session, task)
+    votes = load_votes(session, task, category)
     excluded = flag_voters(votes, outlier_min_votes) if exclude_implausible else []
     if excluded:
         drop = {f.voter for f in excluded}
@@ -63,7 +76,7 @@ def compute(
         )
     else:
         ratings = rate_counts(pair_counts(tuples), ci=ci, rounds=rounds, **options)
-    return Standings(ratings, task, len(votes), excluded, style and bool(votes))
+    return Standings(ratings, task, len(votes), excluded, style and bool(votes), category)
 
 
 def apply_flags(session: Session, flags: list[VoterFlag], task: str | None = None) -> int:

@@ -1,0 +1,144 @@
+"""Fast checks of the live arena's parts: the pair sampler, moderation, categories, the streaming
+client's fall-back, the wait before the next battle, demo votes, the pool and category CLI."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+from datetime import timedelta
+
+from typer.testing import CliRunner
+
+from harness.cli import app
+from harness.client import ModelClient
+from harness.leaderboard.arena import categories, limits, moderation, sampler
+from harness.leaderboard.arena.battles import naive_utc
+from harness.leaderboard.arena.config import ArenaConfig
+from harness.store.db import open_db
+from harness.store.schema_arena import ArenaBattleRow, ArenaVoteRow
+from harness.types import Message, Output, Request, Usage
+
+
+def test_active_sampler_prefers_uncertain_neighbours_and_keeps_a_uniform_share():
+    models = ["a", "b", "c", "d"]
+    ratings = {"a": 1200.0, "b": 1190.0, "c": 900.0, "d": 600.0}
+    se = dict.fromkeys(models, 30.0)
+    rng = random.Random(1)
+    first = [sampler.pair_order(models, rng, ratings=ratings, se=se, uniform_share=0.0)[0] for _ in range(2000)]
+    assert first.count(("a", "b")) / 2000 > 0.9  # 10 points apart with sd 42: the order is uncertain
+    assert ("a", "d") not in first  # 600 points apart: settled
+    mixed = [sampler.pair_order(models, rng, ratings=ratings, se=se, uniform_share=0.5)[0] for _ in range(4000)]
+    assert abs(mixed.count(("a", "d")) / 4000 - 0.5 / 6) < 0.02  # the uniform share reaches every pair
+    # votes on a pair damp it; a model without votes (prior sd) is preferred
+    assert sampler.active_weight(0, 0, 30, 30, 400) < sampler.active_weight(0, 0, 30, 30, 0)
+    assert sampler.active_weight(0, 0, 400, 30, 0) > sampler.active_weight(0, 0, 30, 30, 0)
+
+
+def test_word_list_moderation_matches_whole_words_and_stems():
+    words = moderation.WordList(["forbidden phrase", "bomb*", "# a comment"])
+    check = lambda t: asyncio.run(words.check(t))  # noqa: E731
+    assert check("how to build a BOMBER jacket") is not None
+    assert check("a   Forbidden\nphrase here") is not None
+    assert check("the word bombastic") is not None and check("thumbomb") is None
+    assert check("a harmless question about # a comment") is None
+    assert asyncio.run(moderation.from_config(ArenaConfig()).check("anything")) is None
+
+
+class _Fixed:
+    spec, batch_size, concurrency, modalities, cacheable = "fixed", 1, 1, frozenset({"text"}), False
+
+    def __init__(self, reply: Output) -> None:
+        self.reply = reply
+
+    async def generate(self, requests):  # type: ignore[no-untyped-def]
+        return [self.reply for _ in requests]
+
+
+def test_model_moderation_fails_closed_and_reads_flag():
+    flag = moderation.ModelModerator(ModelClient(_Fixed(Output(text="FLAG"))))
+    ok = moderation.ModelModerator(ModelClient(_Fixed(Output(text="OK"))))
+    broken = moderation.ModelModerator(ModelClient(_Fixed(Output(error="HTTP 500"))))
+    assert asyncio.run(flag.check("x")) and asyncio.run(ok.check("x")) is None and asyncio.run(broken.check("x"))
+
+
+def test_stream_falls_back_to_the_whole_reply_and_counts_usage():
+    client = ModelClient(_Fixed(Output(text="the whole reply", usage=Usage(output_tokens=3, calls=1, cost=0.5))))
+
+    async def run() -> tuple[list[str], Output | None]:
+        stream = client.stream(Request([Message.text("user", "hi")]))
+        return [d async for d in stream], stream.output
+
+    deltas, out = asyncio.run(run())
+    assert deltas == ["the whole reply"] and out is not None and out.text == "the whole reply"
+    assert client.usage.output_tokens == 3 and client.usage.cost == 0.5
+
+
+def test_categories():
+    assert categories.language("Why is the sky blue at noon?") == "en"
+    assert categories.language("Почему небо голубое?") == "ru"
+    assert categories.language("なぜ空は青いのですか") == "ja"
+    assert categories.language("Pourquoi le ciel est bleu et pas rouge ?") == "fr"
+    assert categories.length("x" * 100) == "short" and categories.length("x" * 5000) == "long"
+    assert categories.kind("Write a Python function that sorts a list") == "code"
+    assert categories.kind("Write Blender code for a chair", "code3d") == "3d"
+    assert categories.kind("Tell me a story") == "text"
+    cats = categories.categorize("Write a python script", "chat")
+    assert categories.matches(cats, categories.parse_filter("kind=code,language=en"))
+    assert categories.matches(cats, categories.parse_filter("code"))
+    assert not categories.matches(cats, categories.parse_filter("length=long"))
+
+
+def test_wait_is_known_before_serving(sqlite_url):
+    sessions = open_db(sqlite_url)
+    now = [1_800_000_000.0]
+    cfg = ArenaConfig(secret="x", votes_per_minute=2, clock=lambda: now[0])
+    with sessions() as s:
+        assert limits.wait_seconds(s, cfg, "v", "ip") == 0
+        for k, ago in enumerate((50, 20)):
+            when = naive_utc(now[0] - ago)
+            b = ArenaBattleRow(public_id=f"p{k}", task="t", sample_id="s", left_model="a", right_model="b", media={},
+                               features={}, voter_hash="v", ip_hash="ip", created_at=when,
+                               expires_at=when + timedelta(minutes=5))
+            s.add(b)
+            s.flush()
+            s.add(ArenaVoteRow(battle_id=b.id, task="t", sample_id="s", left_model="a", right_model="b",
+                               outcome="left", voter_hash="v", ip_hash="ip", served_at=when, created_at=when,
+                               features={}))
+        s.commit()
+        assert limits.wait_seconds(s, cfg, "v", "ip") == 10  # the older vote leaves the minute in 10 s
+        assert limits.wait_seconds(s, cfg, "other", "ip2") == 0
+        assert "10 s" in limits.refusal(10)
+
+
+def test_demo_seeds_votes_and_ratings_by_category(sqlite_url):
+    runner = CliRunner()
+    result = runner.invoke(app, ["arena", "demo", "--db", sqlite_url, "--votes", "300"])
+    assert result.exit_code == 0 and "300 seeded votes" in result.output, result.output
+    again = runner.invoke(app, ["arena", "demo", "--db", sqlite_url])
+    assert again.exit_code == 0 and "seeded votes" not in again.output  # idempotent
+    out = runner.invoke(app, ["arena", "ratings", "--db", sqlite_url, "--bootstrap", "0", "--json"])
+    board = json.loads(out.output)
+    order = [r["model"] for r in board["ratings"]]
+    assert order[0] == "demo-alpha" and order[-1] == "demo-delta"  # the demo's hidden ranking comes out
+    assert board["excluded_voters"] == []  # plausible voters: the audit flags none
+    styled = runner.invoke(app, ["arena", "ratings", "--db", sqlite_url, "--category", "kind=text", "--style"])
+    assert styled.exit_code == 0 and "kind=text" in styled.output and "style-controlled" in styled.output
+    none = runner.invoke(app, ["arena", "ratings", "--db", sqlite_url, "--category", "kind=3d"])
+    assert none.exit_code == 2 and "in category 'kind=3d'" in none.output
+    bad = runner.invoke(app, ["arena", "ratings", "--db", sqlite_url, "--category", "colour=red"])
+    assert bad.exit_code == 2 and "unknown category" in bad.output
+
+
+def test_pool_commands(sqlite_url):
+    runner = CliRunner()
+    add = runner.invoke(app, ["arena", "pool", "add", "openai:m1", "openai:m2", "-M", "base_url=http://127.0.0.1:9/v1",
+                              "--db", sqlite_url])
+    assert add.exit_code == 0 and "pool: openai:m1" in add.output, add.output
+    listed = runner.invoke(app, ["arena", "pool", "list", "--db", sqlite_url])
+    assert "openai:m2\topenai:m2 -M base_url=http://127.0.0.1:9/v1\tchat" in listed.output
+    assert runner.invoke(app, ["arena", "pool", "remove", "openai:m1", "--db", sqlite_url]).exit_code == 0
+    gone = runner.invoke(app, ["arena", "pool", "remove", "openai:m1", "--db", sqlite_url])
+    assert gone.exit_code == 2 and "no pool model" in gone.output
+    bad = runner.invoke(app, ["arena", "pool", "add", "openai:x", "--kind", "video", "--db", sqlite_url])
+    assert bad.exit_code == 2 and "unknown kind" in bad.output
