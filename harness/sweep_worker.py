@@ -94,7 +94,18 @@ class SweepWorker:
         if i not in self._tasks:
             from harness.runner import build_task
 
-            self._tasks[i] = build_task(self.runs[i].task, self.runs[i].task_options)
+            task = build_task(self.runs[i].task, self.runs[i].task_options)
+            loaded: list[Any] = []
+            load = task.load
+
+            def once() -> list[Any]:
+                # every unit of the run selects its samples from the task: read the data once per worker
+                if not loaded:
+                    loaded.extend(load())
+                return loaded
+
+            task.load = once
+            self._tasks[i] = task
         return self._tasks[i]
 
     async def _model(self, entry: RunEntry, task: Task) -> Any:

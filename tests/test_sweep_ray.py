@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from requirements import require
 from sqlalchemy import func, select
 
 from harness.runner import EvalConfig, evaluate
@@ -23,10 +24,8 @@ from harness.store.schema import MetricRow, RunRow, SampleResultRow
 from harness.store.schema_sweeps import WorkUnitRow
 from harness.sweep import SweepOptions, start
 from harness.sweep_matrix import Matrix, Resources
-from requirements import require
 
-ray = require("ray", "tests/setup.d/88-ray.sh installs it (the `sweep` extra)")
-ROOT = Path(__file__).resolve().parents[1]
+ray = require("ray", "tests/setup.d/00-python.sh installs it (the `sweep` extra)")
 
 
 @pytest.fixture(scope="module", autouse=True)

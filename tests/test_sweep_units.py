@@ -151,3 +151,25 @@ def test_cancel_releases_leases_and_stops_claims(db_url: str) -> None:
     # a restart of the same sweep puts it back to running with its done units kept
     assert units.create_sweep(sessions, "t", {"runs": []}, []) == (sweep_id, False)
     assert units.sweep_status(sessions, sweep_id) == "running"
+
+
+def test_one_worker_in_process_works_the_units_off_and_opens_slots_for_a_concurrent_model(tmp_path: Path) -> None:
+    import asyncio
+
+    from harness.sweep_worker import SweepWorker
+
+    url = f"sqlite:///{tmp_path / 'h.db'}"
+    sessions = open_db(url)
+    entries = expand(_matrix(models=[("builtin:number", {"concurrency": 4, "batch_size": 1}, Resources())], limit=12))
+    plan = [(0, entries[0].run_name, ids) for ids in units.chunk(entries[0].sample_ids, 3)]
+    sweep_id, _ = units.create_sweep(sessions, "inproc", {"runs": [e.to_dict() for e in entries]}, plan)
+    worker = SweepWorker(sessions, sweep_id, max_slots=3)
+    report = asyncio.run(worker.run())
+    assert report.units_done == 4 and report.samples_new == 12 and report.models_built == 1
+    assert worker._slots == 3  # the model takes concurrent calls: more units in flight at once
+    assert units.outstanding(sessions, sweep_id) == {"done": 4}
+    from harness.store.schema import RunRow
+
+    with sessions() as s:
+        run = s.scalar(select(RunRow).where(RunRow.name == entries[0].run_name))
+        assert run is not None and run.status == "finished" and run.n_samples == 12 and run.n_done == 12
