@@ -31,6 +31,7 @@ import sys
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from types import SimpleNamespace
 
 ROOT = Path(__file__).resolve().parent.parent
 SERVER = ROOT / "tests" / "openai_server.py"
@@ -120,21 +121,92 @@ async def client_ceiling(base_url: str, concurrency: int) -> tuple:
     return call, session.close
 
 
-async def measure_runner(base_url: str, n: int, concurrency: int) -> tuple[float, float]:
-    """(requests/s, CPU ms per request) of a full run through the Runner into a fresh SQLite file."""
+class StageClock:
+    """CPU time (process time) per stage of the runner, each stage's own time without the stages it
+    calls: wrappers around the runner's synchronous pieces, and the cyclic collector's passes."""
+
+    def __init__(self) -> None:
+        self.own: dict[str, float] = {}
+        self._stack: list[float] = []
+        self._undo: list[Callable[[], None]] = []
+        self._gc_start = 0.0
+
+    def wrap(self, owner: object, attr: str, stage: str) -> None:
+        original = getattr(owner, attr)
+
+        def timed(*args: object, **kwargs: object) -> object:
+            self._stack.append(0.0)
+            t0 = time.process_time()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                spent = time.process_time() - t0
+                inner = self._stack.pop()
+                self.own[stage] = self.own.get(stage, 0.0) + spent - inner
+                if self._stack:
+                    self._stack[-1] += spent
+
+        setattr(owner, attr, timed)
+        self._undo.append(lambda: setattr(owner, attr, original))
+
+    def _gc(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._gc_start = time.process_time()
+        else:
+            spent = time.process_time() - self._gc_start
+            self.own["garbage collector"] = self.own.get("garbage collector", 0.0) + spent
+            if self._stack:  # a collection runs inside whatever allocated: not that stage's own time
+                self._stack[-1] += spent
+
+    def __enter__(self) -> StageClock:
+        import gc
+
+        from harness import client, runner, types, writer
+        from harness.store import leases, ops
+
+        for owner, attr, stage in [
+            (runner.Runner, "_request", "request building"), (types.Request, "to_dict", "request building"),
+            (client.ModelClient, "cache_key", "hashing"), (leases, "claim", "leases"),
+            (runner.Runner, "_row", "row building"), (writer.SampleWriter, "record", "row building"),
+            (ops, "write_samples", "JSON encoding + SQL insert"),
+            (writer.SampleWriter, "flush", "commit (counts, leases)"),
+            (runner.Runner, "finalize", "finalize (aggregate)"), (runner.Runner, "open_run", "start"),
+        ]:
+            self.wrap(owner, attr, stage)
+        gc.callbacks.append(self._gc)
+        self._undo.append(lambda: gc.callbacks.remove(self._gc))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for undo in reversed(self._undo):
+            undo()
+
+
+async def measure_runner(base_url: str, n: int, concurrency: int,
+                         clock: StageClock | None = None) -> tuple[float, float]:
+    """(requests/s, CPU ms per request) of a full run through the Runner into a fresh SQLite file;
+    with a clock, the task's prompt and score functions are timed as stages too."""
     import tempfile
 
     from harness.modelspec import build_model
     from harness.runner import EvalConfig, Runner
     from harness.store.db import open_db
     from harness.task import Task
-    from harness.types import GenerationConfig, Message, Request, Sample, Score
+    from harness.types import GenerationConfig, Message, Output, Request, Sample, Score
 
     samples = [Sample(str(i), [Message.text("user", f"What is {i} + 2? Reply with the number only.")], "4")
                for i in range(n)]
-    task = Task(name="bench_api", version="1", load=lambda: samples,
-                prompt=lambda s: Request(s.messages, GenerationConfig(max_tokens=8)),
-                score=lambda s, o, ctx: Score(values={"exact": float(o.text.strip() == s.target)}))
+    def prompt(s: Sample) -> Request:
+        return Request(s.messages, GenerationConfig(max_tokens=8))
+
+    def score(s: Sample, o: Output, ctx: object) -> Score:
+        return Score(values={"exact": float(o.text.strip() == s.target)})
+
+    holder = SimpleNamespace(prompt=prompt, score=score)
+    if clock is not None:
+        clock.wrap(holder, "prompt", "task prompt + score")
+        clock.wrap(holder, "score", "task prompt + score")
+    task = Task(name="bench_api", version="1", load=lambda: samples, prompt=holder.prompt, score=holder.score)
     with tempfile.TemporaryDirectory() as tmp:
         url = f"sqlite:///{tmp}/bench.db"
         model = build_model("openai:test", {"base_url": base_url, "concurrency": concurrency, "max_retries": 0})
@@ -208,9 +280,26 @@ async def run(args: argparse.Namespace) -> None:
                 ratio = f"{rps / base:9.2f}x" if base else "        -"
                 print(f"{c:>5} {name:<15} {rps:8.1f} {ideal:8.0f} {100 * rps / ideal:6.1f}% {pct_ceiling} "
                       f"{ratio} {cpu:10.2f} {server_cpu[name]:17.2f}", flush=True)
+            if "harness+runner" in args.clients and args.stages:
+                await print_stages(base_url, n, c, results.get("harness", (0.0, 0.0))[1])
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+async def print_stages(base_url: str, n: int, c: int, adapter_cpu_ms: float) -> None:
+    """One more runner run with every stage timed (the wrappers add about a microsecond per call,
+    so this run is not one of the measured ones): CPU microseconds per request by stage."""
+    with StageClock() as clock:
+        _, cpu_ms = await measure_runner(base_url, n, c, clock)
+    total = cpu_ms * 1000
+    rest = total - sum(clock.own.values()) / n * 1e6
+    print(f"{c:>5} harness+runner CPU by stage (us/request, a separate timed run of {n} samples; "
+          f"the adapter alone: {adapter_cpu_ms * 1000:.0f} us/request)")
+    for stage, spent in sorted(clock.own.items(), key=lambda kv: -kv[1]):
+        print(f"{'':>7}{stage:<30} {spent / n * 1e6:7.1f} {100 * spent / n * 1e6 / total:5.1f}%")
+    print(f"{'':>7}{'HTTP client, event loop, rest':<30} {rest:7.1f} {100 * rest / total:5.1f}%")
+    print(f"{'':>7}{'total':<30} {total:7.1f}", flush=True)
 
 
 def main() -> None:
@@ -220,6 +309,8 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 32, 256])
     parser.add_argument("--repeat", type=int, default=3, help="rounds per point; the best is reported")
     parser.add_argument("--clients", nargs="+", default=list(CLIENTS), choices=list(CLIENTS))
+    parser.add_argument("--no-stages", dest="stages", action="store_false",
+                        help="skip the runner's per-stage CPU breakdown (one extra run per concurrency)")
     args = parser.parse_args()
     asyncio.run(run(args))
 

@@ -26,6 +26,7 @@ import harness
 from harness.aggregate import aggregate
 from harness.client import ModelClient
 from harness.errors import UserError
+from harness.gcpause import lighter_gc
 from harness.model import FitModel, Model
 from harness.modelspec import alias_settings, build_model
 from harness.progress import RunProgress
@@ -184,7 +185,7 @@ def _error_kind(exc: BaseException) -> str:
     return name
 
 
-@dataclass
+@dataclass(slots=True)
 class _Item:
     sample: Sample
     epoch: int
@@ -385,7 +386,17 @@ class Runner:
             except Exception as exc:
                 return None, f"scorer: {exc}\n{traceback.format_exc(limit=3)}"
 
-        if not inspect.iscoroutinefunction(self.task.score) or len(items) <= 1:
+        if not inspect.iscoroutinefunction(self.task.score):
+            # a plain scorer: called inline, no coroutine per sample (this is on the hot path at API rates)
+            out: dict[int, tuple[Score | None, str]] = {}
+            for item in items:
+                try:
+                    result = self.task.score(item.sample, item.output, ctx)  # type: ignore[arg-type]
+                    out[id(item)] = (await result if inspect.isawaitable(result) else result), ""
+                except Exception as exc:
+                    out[id(item)] = None, f"scorer: {exc}\n{traceback.format_exc(limit=3)}"
+            return out
+        if len(items) <= 1:
             return {id(i): await one(i) for i in items}
         gate = asyncio.Semaphore(SCORE_CONCURRENCY)
 
@@ -486,7 +497,8 @@ class Runner:
             if pending and self.fit and isinstance(model, FitModel) and self.task.train is not None:
                 # fit-then-predict backends (training methods) see the train split once
                 model.fit(list(self.task.train()))
-            await self._drive(pending, client, run.id, ctx, use_cache, n_skipped, len(planned))
+            with lighter_gc():
+                await self._drive(pending, client, run.id, ctx, use_cache, n_skipped, len(planned))
         except (KeyboardInterrupt, asyncio.CancelledError) as exc:
             status, error = "interrupted", exc
         except Exception as exc:
@@ -545,6 +557,8 @@ class Runner:
             while (chunk := await queue.get()) is not None:
                 before = self.writer.n_new
                 await self._process_chunk(chunk, client, run_id, ctx, use_cache)
+                for item in chunk:  # recorded: the pending list need not keep its request and reply alive
+                    item.request = item.request_dict = item.output = None
                 advance(before)
                 self.flush(run_id)
 

@@ -119,7 +119,11 @@ class GenerationConfig:
                        stop=[stop] if isinstance(stop, str) else list(stop or []))
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        if self.extra:  # arbitrary values: asdict's deep conversion
+            return asdict(self)
+        # by hand otherwise: asdict deep-copies field by field, most of a request's hashing cost
+        return {"temperature": self.temperature, "max_tokens": self.max_tokens, "top_p": self.top_p,
+                "seed": self.seed, "stop": list(self.stop), "logprobs": self.logprobs, "extra": {}}
 
 
 _GEN_FIELDS = set(GenerationConfig.__dataclass_fields__)
@@ -283,8 +287,12 @@ class Metric:
     breakdown_value: str = ""
 
 
+# json.dumps with these options builds an encoder per call; one built once encodes the same text
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
 def stable_hash(obj: Any) -> str:
     """sha256 of canonical JSON; dict order never changes the key."""
-    data = json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    data = _CANONICAL.encode(obj)
     # surrogatepass: a lone surrogate in a reply or input must hash (deterministically), not raise
     return hashlib.sha256(data.encode("utf-8", "surrogatepass")).hexdigest()

@@ -1,9 +1,10 @@
 """The runner's write side: finished samples buffered and group-committed.
 
 Rows go in at least every ``FLUSH_SECONDS`` (or every ``FLUSH_ROWS``) with ON CONFLICT DO NOTHING
-on (run, sample, epoch), together with the cache rows and judge verdicts of the same window, and
-renew this process's sample leases. A failed write is retried once after sanitising the values
-(NUL bytes, lone surrogates: the row records what changed), then with back-off; after
+on (run, sample, epoch), one ``executemany`` per table, together with the cache rows and judge
+verdicts of the same window; the run's counts are kept up by what each commit inserted, and this
+process's sample leases are renewed every ``RENEW_SECONDS``. A failed write is retried once after
+sanitising the values (NUL bytes, lone surrogates: the row records what changed), then with back-off; after
 ``WRITE_ATTEMPTS`` the run fails loudly, counting what could not be stored.
 """
 
@@ -21,6 +22,9 @@ from harness.store import leases, ops
 FLUSH_SECONDS = 0.5
 FLUSH_ROWS = 1000
 WRITE_ATTEMPTS = 3
+# leases last leases.LEASE_SECONDS (60 s): renewing them (one UPDATE over every lease this process
+# holds in the run) at a sixth of that keeps them alive without an O(run) statement per commit
+RENEW_SECONDS = leases.LEASE_SECONDS / 6
 
 
 class StoreWriteError(UserError, RuntimeError):
@@ -38,6 +42,8 @@ class SampleWriter:
         self.cache_rows: list[dict[str, Any]] = []
         self.judgements: list[dict[str, Any]] = []
         self.last_flush = time.monotonic()
+        self.last_renew = self.last_flush  # leases are claimed fresh (LEASE_SECONDS ahead)
+        self.counted = False  # the run's counts were recounted by this writer (then kept up incrementally)
         self.n_new = self.n_err = self.n_unscored = 0
         self.error_kinds: dict[str, int] = {}
         self.unwritten = 0  # finished samples a failed write lost (the run then fails loudly)
@@ -66,12 +72,22 @@ class SampleWriter:
         last: Exception | None = None
         for attempt in range(WRITE_ATTEMPTS):
             try:
+                renew = now - self.last_renew >= RENEW_SECONDS
                 with self.sessions.begin() as s:
-                    ops.write_samples(s, rows)
+                    inserted = ops.write_samples(s, rows)
                     ops.cache_put(s, cache_rows)
                     ops.write_judgements(s, judgements)
-                    ops.refresh_run_counts(s, run_id)
-                    leases.renew(s, run_id, self.owner)
+                    if self.counted and inserted == len(rows):
+                        ops.add_run_counts(s, run_id, rows)
+                    else:
+                        # the first commit, or rows already there (another process wrote them): count
+                        # the whole run once; afterwards each commit adds what it inserted
+                        ops.refresh_run_counts(s, run_id)
+                    if renew:
+                        leases.renew(s, run_id, self.owner)
+                self.counted = True
+                if renew:
+                    self.last_renew = now
                 return
             except Exception as exc:  # a bad value (NUL, lone surrogate) or a busy/broken database
                 last = exc

@@ -16,7 +16,7 @@ from harness.store.ops import insert_ignore
 from harness.store.schema import utcnow
 from harness.store.schema_leases import SampleLeaseRow
 
-LEASE_SECONDS = 60.0  # renewed at every commit (at least every 0.5 s while a run writes)
+LEASE_SECONDS = 60.0  # renewed by a writing run every sixth of this (harness.writer.RENEW_SECONDS)
 _HOST = socket.gethostname()[:80]
 
 

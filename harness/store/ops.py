@@ -12,6 +12,7 @@ from typing import Any
 from sqlalchemy import delete, func, select, update
 from sqlalchemy.orm import Session
 
+from harness.store import bulk
 from harness.store.schema import (
     CacheRow,
     JudgementRow,
@@ -93,8 +94,16 @@ def done_keys(session: Session, run_id: int) -> set[tuple[str, int]]:
     return {(sid, ep) for sid, ep in rows}
 
 
-def write_samples(session: Session, rows: Sequence[dict[str, Any]]) -> None:
-    insert_ignore(session, SampleResultRow.__table__, rows, ["run_id", "sample_id", "epoch"])
+SAMPLE_KEY = ["run_id", "sample_id", "epoch"]
+
+
+def write_samples(session: Session, rows: Sequence[dict[str, Any]]) -> int:
+    """Insert sample rows, ignoring those already stored; how many were inserted (-1: unknown)."""
+    inserted = bulk.insert_rows(session, SampleResultRow.__table__, rows, SAMPLE_KEY)
+    if inserted is None:  # partial rows (defaults to fill) or another engine
+        insert_ignore(session, SampleResultRow.__table__, rows, SAMPLE_KEY)
+        return -1
+    return inserted
 
 
 def refresh_run_counts(session: Session, run_id: int) -> None:
@@ -110,6 +119,15 @@ def refresh_run_counts(session: Session, run_id: int) -> None:
     )
 
 
+def add_run_counts(session: Session, run_id: int, rows: Sequence[dict[str, Any]]) -> None:
+    """Add freshly inserted rows (every one of them new) to the run's counts: what
+    :func:`refresh_run_counts` would find, without counting the whole run at every commit."""
+    n_err = sum(1 for r in rows if r["error"] is not None)
+    cost = sum(r["cost"] or 0.0 for r in rows)
+    session.execute(update(RunRow).where(RunRow.id == run_id).values(
+        n_done=RunRow.n_done + len(rows), n_errors=RunRow.n_errors + n_err, total_cost=RunRow.total_cost + cost))
+
+
 def cache_get(session: Session, keys: Iterable[str]) -> dict[str, dict[str, Any]]:
     keys = list(keys)
     out: dict[str, dict[str, Any]] = {}
@@ -121,11 +139,12 @@ def cache_get(session: Session, keys: Iterable[str]) -> dict[str, dict[str, Any]
 
 
 def cache_put(session: Session, entries: Sequence[dict[str, Any]]) -> None:
-    insert_ignore(session, CacheRow.__table__, entries, ["key"])
+    if bulk.insert_rows(session, CacheRow.__table__, entries, ["key"]) is None:
+        insert_ignore(session, CacheRow.__table__, entries, ["key"])
 
 
 def write_judgements(session: Session, rows: Sequence[dict[str, Any]]) -> None:
-    if rows:
+    if rows and bulk.insert_rows(session, JudgementRow.__table__, rows) is None:
         session.execute(insert_statement(JudgementRow), list(rows))
 
 
@@ -155,13 +174,15 @@ def load_records(session: Session, run_id: int) -> list[SampleRecord]:
         SampleResultRow.scores,
         SampleResultRow.unscored,
         SampleResultRow.error,
-        SampleResultRow.input,
+        # the metadata only, extracted by the database: decoding every row's whole input (the
+        # messages) made the end of a large run's aggregation slower than its writes
+        SampleResultRow.input["metadata"],
         SampleResultRow.cost,
         SampleResultRow.details,
     ).where(SampleResultRow.run_id == run_id)
     records = [
-        SampleRecord(sid, ep, scores or {}, uns, err, (inp or {}).get("metadata", {}), cost or 0.0, det or {})
-        for sid, ep, scores, uns, err, inp, cost, det in session.execute(q)
+        SampleRecord(sid, ep, scores or {}, uns, err, meta if meta is not None else {}, cost or 0.0, det or {})
+        for sid, ep, scores, uns, err, meta, cost, det in session.execute(q)
     ]
     # sorted here, not by ORDER BY: PostgreSQL's collation and SQLite's byte order disagree on text,
     # and the bootstrap CIs computed from these records must not depend on the engine

@@ -3,8 +3,8 @@
 Several processes may work on one run at once (two identical ``harness eval`` commands, or the
 workers of a sweep). Before a window of samples is prepared, a process claims a lease on each;
 samples another live process holds are left to it, so no sample is sent to the model twice. A
-lease names its owner (host, pid, a random tag) and expires unless renewed (every commit renews a
-process's leases); a lease whose owner is dead (same host, pid gone) or expired may be taken over.
+lease names its owner (host, pid, a random tag) and expires unless renewed (a writing run renews its
+leases every ten seconds); a lease whose owner is dead (same host, pid gone) or expired may be taken over.
 Sample rows stay idempotent on their own (ON CONFLICT DO NOTHING), so leases only save model calls;
 they never decide what is stored.
 """

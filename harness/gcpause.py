@@ -1,0 +1,41 @@
+"""Cheaper garbage collection while a run is on the hot path.
+
+At API rates the cyclic collector, not the runner's own work, became the largest per-request cost:
+every collection of the older generations walks every live object (modules, the run's samples,
+the buffered rows) although a run makes almost no cyclic garbage (about one object per request,
+measured). While a run drives its samples, what is alive when it starts (imports, samples, the
+pending items) is frozen out of collections (``gc.freeze``) and the youngest generation is
+collected ten times less often; both are undone when the last such run in the process ends, so
+cyclic garbage is still collected, only in fewer, cheaper passes.
+"""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+YOUNG_THRESHOLD_FACTOR = 10
+
+_depth = 0
+_saved: tuple[int, int, int] | None = None
+
+
+@contextmanager
+def lighter_gc() -> Iterator[None]:
+    """Freeze what is alive now and collect the young generation less often until the block (the
+    outermost one, when runs nest or overlap in one process) ends."""
+    global _depth, _saved
+    if _depth == 0:
+        _saved = gc.get_threshold()
+        gc.freeze()
+        gc.set_threshold(_saved[0] * YOUNG_THRESHOLD_FACTOR, _saved[1], _saved[2])
+    _depth += 1
+    try:
+        yield
+    finally:
+        _depth -= 1
+        if _depth == 0 and _saved is not None:
+            gc.set_threshold(*_saved)
+            gc.unfreeze()
+            _saved = None
