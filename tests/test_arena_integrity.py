@@ -138,21 +138,23 @@ def test_expired_token_refused(arena):
     assert n_votes(app) == 0
 
 
-def test_over_limit_voter_refused(arena):
+def test_over_limit_voter_refused_before_serving(arena):
     app, client = arena
     cfg = app.state.arena_config
     cfg.votes_per_minute = 3
+    held = battle(client)  # served while this voter could still vote
     for _ in range(3):
         assert vote(client, battle(client)["token"]).status_code == 200
-    blocked = battle(client)
-    r = vote(client, blocked["token"])
-    assert r.status_code == 429
+    refused = client.get("/api/arena/battle", params={"task": "arena-demo"})
+    assert refused.status_code == 429 and "can be served in" in refused.json()["detail"]  # with the wait
+    assert vote(client, held["token"]).status_code == 429  # the binding check at vote time stays
     assert n_votes(app) == 3
     app.state.clock.now += 61  # a minute later the same (still valid) token goes through
-    assert vote(client, blocked["token"]).status_code == 200
+    assert vote(client, held["token"]).status_code == 200
     cfg.votes_per_day = 4
     app.state.clock.now += 61
-    assert vote(client, battle(client)["token"]).status_code == 429  # daily cap
+    daily = client.get("/api/arena/battle", params={"task": "arena-demo"})
+    assert daily.status_code == 429 and " h " in daily.json()["detail"]  # daily cap: hours to wait
     assert n_votes(app) == 4
 
 
@@ -161,10 +163,12 @@ def test_ip_limit_applies_across_cookies(arena):
     cfg = app.state.arena_config
     cfg.votes_per_minute, cfg.ip_multiplier = 2, 2  # 4 per minute from one IP
     ok = 0
-    for _ in range(3):
+    for _ in range(2):
         with TestClient(app) as c:  # fresh cookie each time, same IP
             for _ in range(2):
                 ok += vote(c, battle(c)["token"]).status_code == 200
+    with TestClient(app) as c:  # a third cookie from the same IP is refused before it is served
+        assert c.get("/api/arena/battle", params={"task": "arena-demo"}).status_code == 429
     assert ok == 4 and n_votes(app) == 4
 
 

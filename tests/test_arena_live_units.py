@@ -142,3 +142,47 @@ def test_pool_commands(sqlite_url):
     assert gone.exit_code == 2 and "no pool model" in gone.output
     bad = runner.invoke(app, ["arena", "pool", "add", "openai:x", "--kind", "video", "--db", sqlite_url])
     assert bad.exit_code == 2 and "unknown kind" in bad.output
+
+
+def _two_model_task(sessions, task: str, family: str, outputs: tuple[str, str], predictions: tuple[object, object]):
+    from harness.leaderboard.arena.demo import _run
+    from harness.store.ops import get_or_create_task
+    from harness.store.schema import SampleResultRow
+
+    with sessions() as s:
+        t = get_or_create_task(s, name=task, version="1", content_hash=task, family=family, description="")
+        for model, out, pred in zip(("m-one", "m-two"), outputs, predictions, strict=True):
+            run = _run(s, t.id, model, f"{task}-{model}")
+            s.add(SampleResultRow(run_id=run, sample_id="s0", epoch=0, input={"messages": [
+                {"role": "user", "content": "Which digit is this? [0.1, 0.7, ...]"}]}, output=out, prediction=pred,
+                error=None, scores={}, details={}))
+        s.commit()
+
+
+def test_unjudgeable_and_same_looking_battles_are_never_served(sqlite_url):
+    from fastapi.testclient import TestClient
+
+    from harness.leaderboard.arena import create_arena_app
+
+    app = create_arena_app(sqlite_url, ArenaConfig(secret="s", stats_ttl_s=0))
+    client = TestClient(app)
+    empty = client.get("/api/arena/battle")
+    assert empty.status_code == 404 and "harness arena pool add" in empty.json()["detail"]
+    assert "harness eval" in empty.json()["detail"]
+    # a feature-vector task (family methods): not judgeable by a person, whatever the outputs
+    _two_model_task(app.state.sessions, "digits", "methods", ("3", "7"), ({"class": 3}, {"class": 7}))
+    # a text task whose shown text is the same while hidden predictions differ
+    _two_model_task(app.state.sessions, "same-text", "qa", ("3", "3"), ({"p": 0.9}, {"p": 0.6}))
+    for task in ("digits", "same-text", None):
+        r = client.get("/api/arena/battle", params={"task": task} if task else {})
+        assert r.status_code == 404, r.text
+    # the same text task with different shown answers is served, labelled with its categories
+    _two_model_task(app.state.sessions, "differs", "qa", ("3", "seven"), (None, None))
+    served = client.get("/api/arena/battle")
+    assert served.status_code == 200 and served.json()["task"] == "differs"
+    with app.state.sessions() as s:
+        from sqlalchemy import select
+
+        row = s.scalar(select(ArenaBattleRow).where(ArenaBattleRow.public_id == served.json()["battle"]))
+        assert row is not None and row.categories == {"family": "qa", "language": "en", "length": "short",
+                                                      "kind": "text"}

@@ -30,7 +30,7 @@ from harness.store.schema import ModelRow, RunRow, SampleResultRow, TaskRow
 from harness.store.schema_arena import ArenaBattleRow, ArenaVoteRow
 
 from ..names import model_labels
-from . import media, sampler, tokens
+from . import categories, media, sampler, suitability, tokens
 from .config import ArenaConfig
 
 CANDIDATE_ROWS = 12  # random shared samples looked at per pair before moving to the next pair
@@ -40,6 +40,12 @@ MAX_PAIRS_TRIED = 12
 def naive_utc(ts: float) -> datetime:
     """Unix seconds -> naive UTC datetime (the store keeps naive UTC, like harness.store.schema.utcnow)."""
     return datetime.fromtimestamp(ts, UTC).replace(tzinfo=None)
+
+
+EMPTY = ("The arena has no battles yet. It serves finished runs of two or more models on the same task "
+         "(run `harness eval --task TASK --model MODEL` for each model), or live battles on your own prompt from "
+         "a pool of models (`harness arena pool add SPEC ...`, then open /arena/chat). "
+         "`harness arena demo` writes demo runs and votes to try it.")
 
 
 class NoBattle(LookupError):
@@ -64,6 +70,7 @@ class StatsCache:
         self.lock = threading.Lock()
         self.candidates: tuple[float, dict[str, dict[str, int]]] | None = None
         self.pairs: dict[str, tuple[float, PairStats]] = {}
+        self.info: dict[str, tuple[str, str]] = {}  # task -> (display, family)
 
 
 def model_label(model_id: int, labels: dict[int, str]) -> str:
@@ -112,11 +119,23 @@ def load_pair_stats(session: Session, task: str, models: list[str]) -> PairStats
     return stats
 
 
+def task_info(session: Session, cfg: ArenaConfig) -> dict[str, tuple[str, str]]:
+    """task name -> (display, family) for every stored task (leaderboard/arena/suitability.py)."""
+    out: dict[str, tuple[str, str]] = {}
+    for name, family, modalities in session.execute(select(TaskRow.name, TaskRow.family, TaskRow.modalities)):
+        out[name] = (suitability.display_for(name, family or "", modalities, cfg.task_display), family or "")
+    return out
+
+
 def cached(cache: StatsCache, cfg: ArenaConfig, session: Session, task: str | None):  # type: ignore[no-untyped-def]
     now = time.monotonic()
     with cache.lock:
         if cache.candidates is None or now - cache.candidates[0] > cfg.stats_ttl_s:
-            cache.candidates = (now, load_candidates(session))
+            info = task_info(session, cfg)
+            cache.info = info
+            # tasks a person cannot judge (or whose content the page cannot show) are never served
+            cache.candidates = (now, {t: m for t, m in load_candidates(session).items()
+                                      if suitability.servable(info.get(t, ("text", ""))[0])})
         candidates = cache.candidates[1]
         if task is None:
             return candidates, None
@@ -168,9 +187,12 @@ def _side(row: SampleResultRow, roots: list[Path]) -> Side:
     return Side(row, [p for p in paths if p is not None], media.resolve(mesh, roots) if mesh else None)
 
 
-def identical(a: Side, b: Side) -> bool:
+def identical(a: Side, b: Side, display: str = "") -> bool:
+    """Whether the voter would see the same thing on both sides (then the battle is not served)."""
     if a.renders or b.renders:
         return [media.file_digest(p) for p in a.renders] == [media.file_digest(p) for p in b.renders]
+    if display == "text":  # only the text is shown: a hidden prediction that differs does not count
+        return _norm(a.row.output) == _norm(b.row.output)
     same_pred = json.dumps(a.row.prediction, sort_keys=True, default=str) == json.dumps(
         b.row.prediction, sort_keys=True, default=str
     )
@@ -201,7 +223,8 @@ _SHARED_SAMPLES = (
 
 
 def find_sides(
-    session: Session, run_a: int, run_b: int, label_a: str, label_b: str, cfg: ArenaConfig, roots: list[Path]
+    session: Session, run_a: int, run_b: int, label_a: str, label_b: str, cfg: ArenaConfig, roots: list[Path],
+    display: str = "",
 ) -> tuple[Side, Side] | None:
     pairs = session.execute(_SHARED_SAMPLES, {"ra": run_a, "rb": run_b}).all()
     for id_a, id_b in pairs:
@@ -210,8 +233,10 @@ def find_sides(
         sb = _side(cast(SampleResultRow, session.get(SampleResultRow, id_b)), roots)
         if sa.failed and sb.failed:
             continue
-        if identical(sa, sb):
+        if identical(sa, sb, display):
             continue
+        if display in ("image", "render") and not (sa.renders or sb.renders):
+            continue  # an image task with nothing to look at on either side
         if cfg.hide_self_naming and (
             names_itself(sa, label_a, _name_parts(label_a)) or names_itself(sb, label_b, _name_parts(label_b))
         ):
@@ -246,6 +271,8 @@ def create_battle(
     """Pick, store and describe one battle. The description names no model and no file."""
     rng = random.Random(secrets.randbits(64))
     candidates, _ = cached(cache, cfg, session, None)
+    if not candidates:
+        raise NoBattle(EMPTY)
     if task is not None and task not in candidates:
         raise NoBattle(f"no task {task!r} with outputs from at least two models")
     tasks = [task] if task else rng.sample(sorted(candidates), len(candidates))
@@ -253,18 +280,19 @@ def create_battle(
         _, stats = cached(cache, cfg, session, t)
         models = candidates[t]
         for left, right in pair_order(sorted(models), stats, cfg, rng)[:MAX_PAIRS_TRIED]:
-            found = find_sides(session, models[left], models[right], left, right, cfg, roots)
+            display, family = cache.info.get(t, ("text", ""))
+            found = find_sides(session, models[left], models[right], left, right, cfg, roots, display)
             if found is None:
                 continue
             if rng.random() < 0.5:  # left/right at random
                 left, right, found = right, left, (found[1], found[0])
-            return _store(session, cfg, secret, voter_hash, ip_hash, t, left, right, *found, roots)
+            return _store(session, cfg, secret, voter_hash, ip_hash, t, left, right, *found, roots, family)
     raise NoBattle("no battle available: every candidate pair has identical or failed outputs")
 
 
 def _store(
     session: Session, cfg: ArenaConfig, secret: bytes, voter_hash: str, ip_hash: str, task: str,
-    left: str, right: str, sl: Side, sr: Side, roots: list[Path],
+    left: str, right: str, sl: Side, sr: Side, roots: list[Path], family: str = "",
 ) -> dict[str, Any]:
     # hex, not urlsafe base64: a random id must never spell a model's name ("qwen", "bravo", ...) in
     # the page, the API or a media URL before the vote
@@ -288,6 +316,8 @@ def _store(
         left_model=left, right_model=right, left_result_id=sl.row.id, right_result_id=sr.row.id,
         media=slots,
         features={"left": style_features(sl.row.output or ""), "right": style_features(sr.row.output or "")},
+        categories=categories.categorize(_text_of(sl.row.input), family or task,
+                                         "3d" if sl.renders or sr.renders else None),
         voter_hash=voter_hash, ip_hash=ip_hash,
         created_at=naive_utc(now), expires_at=naive_utc(expires),
     )
@@ -359,13 +389,3 @@ def _insert_within_limits(session: Session, cfg: ArenaConfig, row: ArenaBattleRo
         session.rollback()
         raise Limited("battle limit reached")
     session.commit()
-
-
-def serving_allowed(session: Session, cfg: ArenaConfig, voter_hash: str, ip_hash: str) -> bool:
-    """A cheap early refusal before a battle is chosen; the binding check is ``_insert_within_limits``."""
-    since = naive_utc(cfg.clock()) - timedelta(minutes=1)
-    per_ip = cfg.battles_per_minute * cfg.ip_multiplier
-    return (
-        session.execute(_SERVED_VOTER, {"key": voter_hash, "since": since}).scalar_one() < cfg.battles_per_minute
-        and session.execute(_SERVED_IP, {"key": ip_hash, "since": since}).scalar_one() < per_ip
-    )

@@ -26,7 +26,7 @@ from sqlalchemy import select
 
 from harness.store.schema_arena import ArenaBattleRow, ArenaVoteRow
 
-from . import battles, media, standings, tokens, votes
+from . import battles, limits, media, standings, tokens, votes
 from .config import ArenaConfig, config_from_app, media_roots
 
 HERE = Path(__file__).resolve().parent
@@ -147,8 +147,10 @@ def _battle(request: Request, task: str | None) -> tuple[dict[str, Any] | None, 
     st = state(request)
     new_cookie, voter, ip = identity(request, st)
     with request.app.state.sessions() as s:
-        if not battles.serving_allowed(s, st.cfg, voter, ip):
-            return None, "Too many battles requested: wait a minute.", new_cookie, 429
+        # checked before anything is served: nobody reads a battle whose vote would be refused
+        wait = limits.wait_seconds(s, st.cfg, voter, ip)
+        if wait:
+            return None, limits.refusal(wait), new_cookie, 429
         try:
             view = battles.create_battle(s, st.cfg, st.cache, st.secret, voter, ip, media_roots(request.app, st.cfg),
                                          task or None)

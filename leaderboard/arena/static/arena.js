@@ -16,6 +16,15 @@
         });
       });
     });
+    var form = document.getElementById("vote-form");
+    if (form) {
+      document.addEventListener("keydown", function (e) {
+        if (e.ctrlKey || e.metaKey || e.altKey || /INPUT|TEXTAREA|SELECT/.test(e.target.tagName)) return;
+        var ids = {"1": "vote-left", "2": "vote-right", "3": "vote-tie", "4": "vote-both-bad"};
+        if (ids[e.key]) { e.preventDefault(); document.getElementById(ids[e.key]).click(); }
+        else if (e.key === "s" || e.key === "S") { e.preventDefault(); document.getElementById("skip").click(); }
+      });
+    }
     if (!window.Plotly) return;
     document.querySelectorAll("[data-arena-figure]").forEach(function (el) {
       var src = document.getElementById(el.getAttribute("data-arena-figure"));
