@@ -157,7 +157,7 @@ class GaussianScene:
         with torch.no_grad():
             keep = self.opacities() >= self.cfg.prune_opacity
             for k in list(self.params):
-                self.params[k] = self.params[k][keep].detach().clone()
+                self.params[k] = self.params[k][keep].detach().clone().requires_grad_(True)
         return int(keep.sum())
 
     def state(self) -> dict[str, Any]:
