@@ -447,11 +447,12 @@ def db_current(db: DbOpt = None) -> None:
 
 def _register_core_commands() -> None:
     """The leaderboard and arena commands are part of the product, not plugins: mounted always."""
-    from harness.commands import arena, leaderboard, sweep
+    from harness.commands import arena, demo, leaderboard, sweep
 
     arena.register(app)
     leaderboard.register(app)
     sweep.register(app)
+    demo.register(app)
 
 
 _register_core_commands()

@@ -7,4 +7,6 @@ FAMILY = Family(
     title="LongShOTBench",
     tasks=("harness.tasks.longshot.task",),
     backends=("harness.tasks.longshot.agent.backend",),
+    cli="harness.tasks.longshot.cli:app",
+    cli_help="Build the offline LongShOTBench fixture",
 )

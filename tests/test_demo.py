@@ -1,0 +1,84 @@
+"""``harness demo --size small``: the showcase database builds offline, every family it plans either
+runs or is skipped with one line, and every page of the leaderboard on it loads."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import select
+
+from harness.demo import PLAN, STUB_RUBRIC, STUB_XSTEST
+
+TEMPLATE_ERRORS = re.compile(r"Traceback|UndefinedError|TemplateSyntaxError|jinja2\.|\{\{|\{%|Internal Server Error")
+
+
+@pytest.fixture(scope="module")
+def demo_db(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("demo")
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "COLUMNS": "200"}
+    r = subprocess.run([sys.executable, "-m", "harness.cli", "demo", "--dir", str(folder), "--size", "small",
+                        "--no-serve"], capture_output=True, text=True, timeout=600, env=env)
+    assert r.returncode == 0, r.stderr
+    assert "Traceback" not in r.stderr
+    return folder, f"sqlite:///{folder / 'demo.db'}", r.stderr
+
+
+def test_every_planned_family_runs_or_says_why_in_one_line(demo_db):
+    _, _, log = demo_db
+    small = [p for p in PLAN if not p.full_only]
+    for item in small:
+        what = re.compile(rf"\s{re.escape(item.task)} / {re.escape(item.model)}(:| \(|$)")
+        lines = [ln for ln in log.splitlines() if what.search(ln)]
+        assert len(lines) == 1, (item, log)
+        assert lines[0].split()[0] in ("ok", "skipped"), lines[0]  # never "failed" on a set-up machine
+    assert {p.family for p in small} >= {"gsm8k", "alignment", "longshot", "dsgg", "partverse", "conformal",
+                                         "causal", "transport", "methods", "decision", "agents"}
+    assert re.search(r"arena +demo tasks and \d+ seeded votes", log)
+
+
+def test_stub_judges_say_they_are_stubs_and_their_verdicts_parse(demo_db):
+    from harness.store.db import open_db
+    from harness.store.schema import JudgementRow, RunRow
+    from harness.tasks.alignment.refusal_grading import parse_class
+    from harness.tasks.longshot.rubric import parse_verdict
+
+    assert "stub judge" in STUB_XSTEST and "stub judge" in STUB_RUBRIC
+    assert parse_class(STUB_XSTEST) == "full_compliance" and parse_verdict(STUB_RUBRIC) is True
+    _, url, _ = demo_db
+    with open_db(url)() as s:
+        judged = list(s.scalars(select(RunRow.name).where(RunRow.judge_spec.is_not(None))))
+        replies = set(s.scalars(select(JudgementRow.raw)))
+    # the run names and every stored judge reply say "stub judge"
+    assert len(judged) >= 2 and all(name.endswith("__stub-judge") for name in judged), judged
+    assert replies == {STUB_XSTEST, STUB_RUBRIC}
+
+
+def test_every_page_of_the_demo_loads(demo_db):
+    from harness.leaderboard.app import create_app
+    from harness.store.db import open_db
+    from harness.store.schema import ModelRow, RunRow, TaskRow
+
+    folder, url, _ = demo_db
+    with open_db(url)() as s:
+        runs = list(s.scalars(select(RunRow.id)))
+        tasks = sorted(set(s.scalars(select(TaskRow.name))))
+        models = list(s.scalars(select(ModelRow.id)))
+    assert len(runs) >= 12 and "arena-demo" in tasks
+    pages = ["/", "/tasks", "/models", "/runs", "/api", "/arena", "/arena/ratings", "/api/arena/ratings",
+             f"/compare?a={runs[0]}&b={runs[1]}"]
+    pages += [f"/tasks/{t}" for t in tasks] + [f"/models/{m}" for m in models] + [f"/runs/{r}" for r in runs]
+    pages += [f"/runs/{runs[0]}?page=99999", f"/runs/{runs[0]}?status=errors"]
+    app = create_app(url, media_roots=[str(folder / "renders")])
+    with TestClient(app) as client:
+        for page in pages:
+            resp = client.get(page)
+            assert resp.status_code == 200, (page, resp.status_code, resp.text[:300])
+            if "html" in resp.headers.get("content-type", ""):
+                assert not TEMPLATE_ERRORS.search(resp.text), (page, TEMPLATE_ERRORS.search(resp.text))
+        ratings = client.get("/api/arena/ratings").json()
+        assert len(ratings.get("ratings") or []) >= 2, ratings
