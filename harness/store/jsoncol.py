@@ -6,7 +6,9 @@ something else, or refuses a value, the value goes through ``json.dumps`` as SQL
 does, so every value stores (or fails to) as it did: orjson writes NaN and infinities as ``null``
 (``json.dumps`` as ``NaN``, which reads back as NaN), and refuses non-string keys, integers beyond
 64 bits, lone surrogates, float subclasses (numpy scalars) and, with the passthrough options,
-dataclasses and datetimes (``json.dumps`` refuses those too, so the write fails as before).
+dataclasses and datetimes (``json.dumps`` refuses those too, so the write fails as before). The one
+difference: orjson encodes enums (by value) and UUIDs (as text), which ``json.dumps`` refuses, so
+such a value now stores where its write used to fail.
 """
 
 from __future__ import annotations
