@@ -12,6 +12,7 @@
     if (Number.isInteger(v)) return v.toLocaleString("en-US");
     return v.toFixed(digits === undefined ? 3 : digits);
   }
+  function fixed(v) { return v === null || v === undefined ? "–" : v.toFixed(3); }
   function duration(s) {
     if (s === null || s === undefined) return "–";
     if (s < 90) return Math.round(s) + " s";
@@ -29,8 +30,8 @@
     set("leased", num(p.leased));
     set("pending", num(p.pending));
     set("scored", num(p.n_scored));
-    set("value", num(p.value));
-    set("ci", p.ci_low === null ? "" : "[" + num(p.ci_low) + ", " + num(p.ci_high) + "]");
+    set("value", fixed(p.value));  // a mean: always three decimals, as the server writes it (1.000, not 1)
+    set("ci", p.ci_low === null ? "" : "[" + fixed(p.ci_low) + ", " + fixed(p.ci_high) + "]");
     set("rate", p.rate_per_s === null ? "–" : num(p.rate_per_s, 2) + " / s");
     set("eta", duration(p.eta_s));
     set("status", p.status);
