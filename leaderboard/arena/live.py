@@ -265,10 +265,14 @@ async def run_turn(
             else:
                 yield sse({"type": "delta", "side": name, "text": delta})
         if kind == "code3d" and renderer is not None:
-            for name in SIDES:
-                result = await _render(renderer, replies[name], cfg, battle_public_id, name)
+            results = await asyncio.gather(*(_render(renderer, replies[n], cfg, battle_public_id, n) for n in SIDES))
+            for name, result in zip(SIDES, results, strict=True):
                 replies[name]["render"] = result
-                images = [media_url(f"{name}{i}") if media_url else "" for i in range(len(result.get("renders", [])))]
+            # recorded before the URLs go out: the page fetches them at once
+            await asyncio.to_thread(_store_media, sessions, battle_public_id, replies)
+            for name, result in zip(SIDES, results, strict=True):
+                prefix = "l" if name == "a" else "r"
+                images = [media_url(f"{prefix}{i}") if media_url else "" for i in range(len(result.get("renders", [])))]
                 yield sse({"type": "render", "side": name, "status": result.get("status", "ERR_EXEC"),
                            "failed": result.get("status") != "OK", "images": images})
     finally:
@@ -308,13 +312,21 @@ def _store_turn(sessions: sessionmaker[Session], chat_id: int, public_id: str, p
         # style covariates over everything each side said (style control on live votes)
         battle.features = {"left": style_features("\n\n".join(t["a"]["text"] for t in turns)),
                            "right": style_features("\n\n".join(t["b"]["text"] for t in turns))}
-        media = dict(battle.media or {})
+        s.commit()
+        return len(turns)
+
+
+def _store_media(sessions: sessionmaker[Session], public_id: str, replies: dict[str, dict[str, Any]]) -> None:
+    """This turn's renders as the battle's media slots (l0.., r0..; a later turn's replace them)."""
+    with sessions() as s:
+        battle = s.scalar(select(ArenaBattleRow).where(ArenaBattleRow.public_id == public_id))
+        assert battle is not None
+        media = {k: v for k, v in (battle.media or {}).items() if k[0] not in "lr"}
         for name in SIDES:
             for i, path in enumerate((replies[name].get("render") or {}).get("renders", [])):
                 media[f"{'l' if name == 'a' else 'r'}{i}"] = str(path)
         battle.media = media
         s.commit()
-        return len(turns)
 
 
 def can_vote(session: Session, chat: ArenaChatRow) -> None:

@@ -248,10 +248,11 @@ def arena_asset(name: str) -> Response:
     return FileResponse(path, media_type=kind, headers={"Cache-Control": "public, max-age=3600"})
 
 
-def _standings(request: Request, task: str | None, style: bool, ci: str, rounds: int | None) -> standings.Standings:
+def _standings(request: Request, task: str | None, style: bool, ci: str, rounds: int | None,
+               category: str | None = None) -> standings.Standings:
     st = state(request)
     cfg = st.cfg
-    key = (task, style, ci, rounds)
+    key = (task, style, ci, rounds, category)
     hit = st.ratings.get(key)
     if hit and time.monotonic() - hit[0] < cfg.stats_ttl_s:
         return hit[1]
@@ -259,10 +260,23 @@ def _standings(request: Request, task: str | None, style: bool, ci: str, rounds:
         result = standings.compute(
             s, task, ci=ci, rounds=cfg.bootstrap_rounds if rounds is None else rounds, min_votes=cfg.min_votes,
             provisional_votes=cfg.provisional_votes, exclude_implausible=cfg.exclude_implausible,
-            outlier_min_votes=cfg.outlier_min_votes, style=style,
+            outlier_min_votes=cfg.outlier_min_votes, style=style, category=category,
         )
     st.ratings[key] = (time.monotonic(), result)
     return result
+
+
+def _category_standings(request: Request, task: str | None, style: bool, ci: str, rounds: int | None,
+                        category: str | None) -> standings.Standings:
+    try:
+        return _standings(request, task, style, ci, rounds, category)
+    except ValueError as exc:  # an unknown category key
+        raise HTTPException(400, str(exc)) from None
+
+
+def _categories(request: Request) -> dict[str, dict[str, int]]:
+    with request.app.state.sessions() as s:
+        return standings.category_summary(s)
 
 
 def _vote_tasks(request: Request) -> list[str]:
@@ -271,16 +285,18 @@ def _vote_tasks(request: Request) -> list[str]:
 
 
 @router.get("/arena/ratings", response_class=HTMLResponse, include_in_schema=False)
-def ratings_page(request: Request, task: str | None = None, style: bool = False, ci: str = "bootstrap") -> Response:
+def ratings_page(request: Request, task: str | None = None, style: bool = False, ci: str = "bootstrap",
+                 category: str | None = None) -> Response:
     if ci not in ("bootstrap", "sandwich"):
         raise HTTPException(400, "ci must be bootstrap or sandwich")
-    result = _standings(request, task or None, style, ci, None)
+    result = _category_standings(request, task or None, style, ci, None, category or None)
     win, count = standings.heatmaps(result)
     figures = {"ci": standings.ci_chart(result), "win": win, "count": count}
     # JSON inside <script type="application/json">: escaping "<" means no model name can close the tag
     figures_json = {k: json.dumps(v).replace("<", "\\u003c") for k, v in figures.items()}
     ctx = {"base": base_template(), "st": result, "task": task or "", "tasks": _vote_tasks(request), "style": style,
            "ci": ci, "cfg": state(request).cfg, "figures": figures_json, "plotly_src": plotly_src(request.app),
+           "category": category or "", "categories": _categories(request),
            "title": "Arena ratings", "nav": "arena", "page_title": "Arena ratings"}
     return templates.TemplateResponse(request, "ratings.html", ctx)
 
@@ -326,14 +342,15 @@ def api_vote(request: Request, vote: VoteIn) -> Response:
 @router.get("/api/arena/ratings", tags=["arena"])
 def api_ratings(
     request: Request, task: str | None = None, style: bool = False, ci: str = "bootstrap",
-    bootstrap: int | None = Query(None, ge=0, le=2000),
+    bootstrap: int | None = Query(None, ge=0, le=2000), category: str | None = None,
 ) -> dict[str, Any]:
-    """Bradley-Terry ratings with 95% CIs and rank (UB); implausible voters excluded."""
+    """Bradley-Terry ratings with 95% CIs and rank (UB); implausible voters excluded. ``category``:
+    ``family=``, ``language=``, ``length=``, ``kind=`` (text, code, 3d) or a bare value."""
     if ci not in ("bootstrap", "sandwich"):
         raise HTTPException(400, "ci must be bootstrap or sandwich")
-    result = _standings(request, task or None, style, ci, bootstrap)
+    result = _category_standings(request, task or None, style, ci, bootstrap, category or None)
     out = result.ratings.to_dict()
-    out.update({"task": task, "style_control": result.style, "votes_used": result.votes_used,
+    out.update({"task": task, "category": category, "style_control": result.style, "votes_used": result.votes_used,
                 "excluded_voters": len(result.excluded)})
     return out
 
