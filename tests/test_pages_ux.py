@@ -59,19 +59,23 @@ def test_badges_follow_the_declared_direction():
     assert b.wrong("len") is None
 
 
-@pytest.fixture(scope="module")
-def site(tmp_path_factory):
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def site(request, tmp_path_factory):
+    """The app on each engine: the filters are JSON functions, which SQLite and PostgreSQL spell apart."""
+    from test_leaderboard_data import fresh_database
+
     from harness.leaderboard.app import create_app
 
     tmp = tmp_path_factory.mktemp("ux")
-    app = create_app(f"sqlite:///{tmp / 'ux.db'}", media_roots=[tmp], cache_seconds=0)
-    sessions = app.state.sessions
-    a = make_run(sessions, "ux-a", "builtin:a")
-    b = make_run(sessions, "ux-b", "builtin:b", right={0, 1, 2, 3, 4, 6, 8, 10})  # also right on 1 and 3
-    live = make_run(sessions, "ux-live", "builtin:c", rows=[], status="running", n_samples=10)
-    with TestClient(app) as client:
-        yield client, sessions, {"a": a, "b": b, "live": live}, tmp
-    sessions.kw["bind"].dispose()
+    with fresh_database(request.param, tmp) as url:
+        app = create_app(url, media_roots=[tmp], cache_seconds=0)
+        sessions = app.state.sessions
+        a = make_run(sessions, "ux-a", "builtin:a")
+        b = make_run(sessions, "ux-b", "builtin:b", right={0, 1, 2, 3, 4, 6, 8, 10})  # also right on 1 and 3
+        live = make_run(sessions, "ux-live", "builtin:c", rows=[], status="running", n_samples=10)
+        with TestClient(app) as client:
+            yield client, sessions, {"a": a, "b": b, "live": live}, tmp
+        sessions.kw["bind"].dispose()
 
 
 def _ids(client, run_id, **params):

@@ -207,3 +207,37 @@ def test_running_run_page_refreshes_live(live, browser):
     assert requests and all(u.endswith(f"/api/runs/{run}/progress") for u in requests)
     page.close()
     assert errors == []
+
+
+def test_media_frames_strip_video_size_and_mesh_viewer(live, browser):
+    base, _, sessions, tmp = live
+    from pages_ux_data import sample_row
+    from test_leaderboard_data import tiny_png
+
+    frames = [str(tiny_png(tmp / f"frame{i}.png", 64, 48)) for i in range(4)]
+    mesh = tmp / "tetra.obj"
+    mesh.write_text("v 0 0 0\nv 1 0 0\nv 0 1 0\nv 0 0 1\nf 1 2 3\nf 1 2 4\nf 1 3 4\nf 2 3 4\n")
+    (tmp / "clip.webm").write_bytes(b"\x1aE\xdf\xa3" + bytes(64))  # not decodable: only its box is measured
+    row = sample_row(0, 0, right=True)
+    row["input"]["messages"][0]["content"] += [{"type": "image", "path": p} for p in frames]
+    row["details"] = {"media": [{"type": "mesh", "path": str(mesh)}, {"type": "video", "path": str(tmp / "clip.webm")}]}
+    run = make_run(sessions, "ux-media", "builtin:m", rows=[row], n_samples=1)
+    page = browser.new_page(viewport={"width": 1366, "height": 900})
+    errors = _watch(page)
+    page.goto(f"{base}/runs/{run}")
+    strip = page.locator(".media.strip")
+    assert strip.locator("img").count() == 4  # four frames in one strip, side by side
+    tops = strip.locator("img").evaluate_all("els => els.map(e => Math.round(e.getBoundingClientRect().top))")
+    assert len(set(tops)) == 1
+    for _ in range(100):  # (wait_for_function polls with eval, which the pages' CSP refuses)
+        if strip.locator("img").evaluate_all("els => els.every(i => i.complete && i.naturalWidth > 0)"):
+            break
+        page.wait_for_timeout(50)
+    assert strip.locator("img").first.evaluate("e => e.getBoundingClientRect().height") >= 120  # 48 px scaled up
+    assert page.locator(".media video").evaluate("e => e.getBoundingClientRect().width") >= 320
+    assert page.locator(".mesh-view").first.is_hidden()
+    page.click(".mesh-btn")  # plotly.js is fetched now, then the arena's mesh3d figure is drawn
+    page.wait_for_selector(".mesh-view .main-svg", timeout=20000)
+    _shot(page, tmp, "media")
+    page.close()
+    assert errors == []
