@@ -34,6 +34,7 @@ class GSConfig:
     sh_degree: int = 1
     lipschitz: float = 20.0  # neural: colour change per unit of position change
     hidden: int = 64
+    field_lr: float = 0.001  # neural: Adam step of the colour field (its output gain is 4L, so keep it small)
     prune_opacity: float = 0.005
     seed: int = 0
     device: str = "cpu"
@@ -123,7 +124,7 @@ class GaussianScene:
             {"params": [self.params["opacity_logits"]], "lr": 0.05 * s},
         ]
         if self.field is not None:
-            groups.append({"params": list(self.field.parameters()), "lr": 0.003 * s})
+            groups.append({"params": list(self.field.parameters()), "lr": self.cfg.field_lr * s})
         else:
             groups.append({"params": [self.params["sh"]], "lr": 0.05 * s})
         return groups

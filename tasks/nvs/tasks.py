@@ -3,7 +3,8 @@
 ``nvs_synthetic``: the Blender scenes of ``scenes.py`` (``-T scenes=textured,repetitive,thin``,
 ``-T size=64`` pixels, ``-T train_views=24``, ``-T test_views=6``, ``-T seed=0`` moves the cameras),
 rendered on first use. ``nvs_folder``: a dataset of yours (``-T path=DIR -T layout=nerf|colmap|dl3dv``;
-DL3DV also needs ``-T index=FILE``, the pixelSplat-style context/target JSON). One sample per held-out
+DL3DV also needs ``-T index=FILE``, the pixelSplat-style context/target JSON; an optional
+``points.npy`` of true surface samples in a scene folder enables the floater fraction). One sample per held-out
 view; the train split is every train view (the runner hands it to the backend's ``fit``). Metrics
 are per view, averaged, with a breakdown per scene.
 """
@@ -126,7 +127,8 @@ def nvs_folder(path: str = "", layout: str = "nerf", index: str = "", llffhold: 
         out = []
         for sv in views():
             depth = any(p is not None and str(p).endswith(".npy") for p in sv.depth_paths)
-            scene = from_layout(sv, train_split, test_split)
+            surface = Path(sv.root) / "points.npy"  # optional true surface samples (N, 3): floater fraction
+            scene = from_layout(sv, train_split, test_split, points=str(surface) if surface.is_file() else None)
             if not depth:  # only .npy depth maps are read
                 scene.train = [View(v.name, v.image, v.camera, None) for v in scene.train]
                 scene.test = [View(v.name, v.image, v.camera, None) for v in scene.test]
