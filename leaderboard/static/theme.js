@@ -3,6 +3,7 @@
 // Without JavaScript the pages still follow the system theme (pure CSS).
 (function () {
   var root = document.documentElement;
+  if (root.hasAttribute("data-theme-lock")) return;  // a page not yet styled for dark (see base.html)
   var saved = document.cookie.match(/(?:^|;\s*)theme=(dark|light)(?:;|$)/);
   if (saved) root.setAttribute("data-theme", saved[1]);
   var query = window.matchMedia ? window.matchMedia("(prefers-color-scheme: dark)") : null;
