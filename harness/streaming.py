@@ -5,7 +5,8 @@ server sends them and, last, at most one :class:`~harness.types.Output` carrying
 details (its text may be empty: the deltas are the text). A failure is such a final Output with
 ``error`` set. :class:`TextStream` is what :meth:`harness.client.ModelClient.stream` returns:
 iterate it for the deltas; once it is exhausted ``.output`` holds the reply as ``generate`` would
-have returned it (text joined, time to first token in ``details["first_token_s"]``).
+have returned it (text joined; ``usage.seconds`` from the call to the last delta and
+``details["first_token_s"]`` to the first, on the same clock).
 """
 
 from __future__ import annotations
@@ -68,10 +69,10 @@ class TextStream:
         out.text = "".join(self._parts) if self._parts or not out.text else out.text
         if error is not None and out.error is None:
             out.error = error
-        if not out.usage.seconds:
-            out.usage.seconds = seconds
+        # one clock for both: the seconds the caller waited for the whole reply and for its first text
+        out.usage.seconds = seconds
         if self._first is not None:
-            out.details = {**(out.details or {}), "first_token_s": round(self._first, 4)}
+            out.details = {**(out.details or {}), "first_token_s": self._first}
         self.output = out
         if self._on_done is not None:
             self._on_done(out)
