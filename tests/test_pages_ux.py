@@ -194,3 +194,34 @@ def test_mesh_outputs_get_the_viewer(site, tmp_path):
 
     items = sample_media({}, {"media": [{"type": "mesh", "path": str(obj)}]}, None, [root])
     assert items[0].kind == "mesh" and items[0].mesh_url.startswith("/media/mesh?path=")
+
+
+def _run_info(run_id: int, value: float | None, cost: float | None, model: str = "m"):
+    from harness.leaderboard.queries import RunInfo
+
+    return RunInfo(run_id, f"r{run_id}", "finished", 100, 100, 0, 0.0, None, 1, "t", "1", "h", "text", ["text"],
+                   "acc", run_id, model, model, "builtin", {}, value, value, value, 100, cost)
+
+
+def test_charts_only_when_they_carry_information():
+    from harness.leaderboard.charts import cost_pareto_chart, score_ci_chart, short
+
+    acc = MetricInfo("higher", "fraction")
+    free = [_run_info(1, 0.5, 0.0), _run_info(2, 0.7, 0.0)]
+    assert cost_pareto_chart(free, "acc", acc) is None  # every cost zero: no Pareto chart
+    assert cost_pareto_chart([_run_info(1, 0.5, 0.01)], "acc", acc) is None  # one run: no front to speak of
+    paid = cost_pareto_chart([_run_info(1, 0.5, 0.0), _run_info(2, 0.7, 0.02)], "acc", acc)
+    assert paid is not None and paid["layout"]["yaxis"]["range"] == pytest.approx([-0.02, 1.02])
+    assert score_ci_chart([_run_info(1, None, None)], "acc", acc) is None  # nothing scored: no empty frame
+    one = score_ci_chart([_run_info(1, 0.5, None)], "acc", acc)
+    assert one is not None and one["layout"]["xaxis"]["range"] == pytest.approx([-0.02, 1.02])  # the 0..1 scale
+    raw = score_ci_chart([_run_info(1, 42.0, None)], "n", MetricInfo("lower", "raw"))
+    assert raw is not None and raw["layout"]["xaxis"]["range"] == pytest.approx([37.8, 46.2])  # not -1..1
+    # long model names are cut in the middle on the axis and stay distinct; the hover has them whole
+    long = [_run_info(i, 0.5, None, model="organisation/very-long-model-name-" + "x" * 40) for i in (1, 2)]
+    fig = score_ci_chart(long, "acc", acc)
+    assert fig is not None
+    labels = fig["data"][0]["y"]
+    assert len(set(labels)) == 2 and all(len(label.strip("\u200b")) <= 32 for label in labels)
+    assert [row[3] for row in fig["data"][0]["customdata"]] == [f"{long[0].model} #1", f"{long[1].model} #2"]
+    assert short("abcdefghij", 5) == "ab…ij" and short("abc", 5) == "abc"

@@ -115,6 +115,18 @@ def test_dark_theme_follows_the_system_and_the_toggle_and_charts_follow(live, br
     paper = "document.querySelector('#chart-scores .main-svg').style.background"
     assert _is_dark(tuple(int(x) for x in re.findall(r"\d+", page.evaluate(paper))[:3]))  # type: ignore[arg-type]
     assert page.locator("#chart-cost").count() == 0  # every cost is zero: no Pareto chart
+    # the chart follows its card when the window narrows
+    svg = page.locator("#chart-scores .main-svg").first
+    wide = svg.evaluate("e => e.getBoundingClientRect().width")
+    page.set_viewport_size({"width": 700, "height": 900})
+    for _ in range(60):
+        narrow = svg.evaluate("e => e.getBoundingClientRect().width")
+        if narrow < wide and narrow <= 700:
+            break
+        page.wait_for_timeout(100)
+    else:
+        pytest.fail(f"the chart kept its width ({wide} px) in a 700 px window")
+    page.set_viewport_size({"width": 1366, "height": 900})
     _shot(page, tmp, "task-dark")
     page.click("#theme-toggle")  # dark -> light, remembered
     assert not _is_dark(_background(page))
