@@ -186,3 +186,50 @@ def test_unjudgeable_and_same_looking_battles_are_never_served(sqlite_url):
         row = s.scalar(select(ArenaBattleRow).where(ArenaBattleRow.public_id == served.json()["battle"]))
         assert row is not None and row.categories == {"family": "qa", "language": "en", "length": "short",
                                                       "kind": "text"}
+
+
+def _png_colours(data: bytes) -> set[bytes]:
+    import struct
+    import zlib
+
+    pos, idat = 8, b""
+    width = 0
+    while pos < len(data):
+        n, kind = struct.unpack(">I4s", data[pos:pos + 8])
+        if kind == b"IHDR":
+            width = struct.unpack(">I", data[pos + 8:pos + 12])[0]
+        if kind == b"IDAT":
+            idat += data[pos + 8:pos + 8 + n]
+        pos += 12 + n
+    raw = zlib.decompress(idat)
+    stride = 1 + 3 * width
+    return {raw[r * stride + 1 + 3 * x:r * stride + 4 + 3 * x] for r in range(len(raw) // stride) for x in range(width)}
+
+
+def test_demo_gives_no_model_away_by_colour_or_index(sqlite_url, tmp_path):
+    from sqlalchemy import select
+
+    from harness.leaderboard.arena.demo import DEMO_MODELS, seed_renders, seed_text
+    from harness.store.schema import SampleResultRow
+
+    sessions = open_db(sqlite_url)
+    seed_text(sessions)
+    seed_renders(sessions, tmp_path)
+    palettes = {m: _png_colours((tmp_path / m / "s003" / "view0.png").read_bytes()) for m in DEMO_MODELS}
+    assert len({frozenset(p) for p in palettes.values()}) == 1  # every model renders in the same colours
+    with sessions() as s:
+        texts = [t for (t,) in s.execute(select(SampleResultRow.output)) if t]
+    assert not [t for t in texts if t.startswith("Answer ") or any(m in t for m in DEMO_MODELS)]
+
+
+def test_sampling_bench_runs_and_is_deterministic():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "bench" / "arena_sampling.py"
+    spec = importlib.util.spec_from_file_location("arena_sampling", path)
+    assert spec and spec.loader
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    runs = [bench.simulate(6, 800.0, 400, 20, 0.9, active, 0, 0.25, 0.2) for active in (False, True, True)]
+    assert all(20 <= r <= 400 for r in runs) and runs[1] == runs[2]
