@@ -103,3 +103,36 @@ def test_uniform_look_strips_materials_after_the_model_code():
     assert code.startswith(GOOD)  # the model's line numbers in a traceback stay as they were
     assert "materials.clear()" in code and "LIGHT" in code
     compile(code, "<arena>", "exec")
+
+
+def test_prompt_image_goes_to_the_models_and_is_served_opaquely(sqlite_url, tmp_path):
+    import base64
+
+    app = create_arena_app(sqlite_url, ArenaConfig(secret="img", live_media_dir=str(tmp_path / "live")))
+    with app.state.sessions() as s:
+        pool.add(s, "builtin:echo", label="echo-one")
+        pool.add(s, "builtin:constant", {"text": "a red square"}, label="const-two")
+    client = TestClient(app)
+    png = png_bytes(4, 4, (200, 10, 10), text="secret camera model")
+    url = "data:image/png;base64," + base64.b64encode(png).decode()
+    r = client.post("/api/arena/chat", json={"prompt": "What is in the image?", "image": url})
+    assert r.status_code == 200
+    battle = events(r.text)[0]["battle"]
+    with app.state.sessions() as s:
+        row = s.scalar(select(ArenaBattleRow).where(ArenaBattleRow.public_id == battle))
+        assert row is not None and set(row.media) == {"p0"}
+        chat = s.scalar(select(ArenaChatRow).where(ArenaChatRow.battle_id == row.id))
+        assert chat is not None and chat.turns[0]["image"] is True
+    served = client.get(f"/arena/media/{battle}/p0")
+    assert served.status_code == 200 and b"secret camera" not in served.content  # metadata stripped
+    bad = client.post("/api/arena/chat", json={"prompt": "x", "image": "data:text/plain;base64,aGVsbG8="})
+    assert bad.status_code == 415 and "PNG or a JPEG" in bad.json()["detail"]
+
+
+def test_history_keeps_each_sides_own_replies_and_the_image_on_the_first_turn():
+    from harness.leaderboard.arena.live import history
+
+    turns = [{"prompt": "q1", "a": {"text": "A1"}, "b": {"text": "B1"}}]
+    msgs = history(turns, "b", "q2", "/img.png")
+    assert [(m.role, m.text_content) for m in msgs] == [("user", "q1"), ("assistant", "B1"), ("user", "q2")]
+    assert [p.type for p in msgs[0].content] == ["text", "image"] and [p.type for p in msgs[2].content] == ["text"]
