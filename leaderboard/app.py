@@ -102,6 +102,7 @@ def create_app(db_url: str | None = None, *, write_token: str | None = None,
     app.state.sessions = open_db(db_url)
     app.state.cache = ViewCache(app.state.sessions, check_every=cache_seconds, max_entries=cache_entries)
     app.state.write_token = write_token
+    app.state.progress_memo = {}  # run id -> (read at, progress): /api/runs/{id}/progress
     app.state.max_push_bytes = max_push_bytes or int(
         float(os.environ.get("HARNESS_MAX_PUSH_MB") or DEFAULT_MAX_PUSH_MB) * 1024 * 1024)
     app.state.media_roots = [Path(p) for p in media_roots] if media_roots is not None else media_roots_from_env()
