@@ -23,13 +23,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-__all__ = ["PLAN", "DemoReport", "DemoRun", "build_demo"]
+__all__ = ["PLAN", "STUBS", "DemoReport", "DemoRun", "build_demo"]
 
 Size = Literal["small", "full"]
 
 # The stub judges' replies, one per judge format (documented in each family's README).
 STUB_XSTEST = "1_full_compliance (stub judge: this constant verdict is not a grading)"
 STUB_RUBRIC = json.dumps({"criteria_met": True, "note": "stub judge: every criterion is marked met"})
+STUB_SCORE = "50 (stub judge)"  # alignment's 0-100 aligned/coherent judges: the only number in a short reply
+STUB_CAPTION = "50#stub judge: one constant score"  # PointLLM's 'score#reason'
+STUBS = (STUB_XSTEST, STUB_RUBRIC, STUB_SCORE, STUB_CAPTION)
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +87,9 @@ PLAN: tuple[DemoRun, ...] = (
     # alignment: XSTest with a refusing constant model and the XSTest-format stub judge
     DemoRun("alignment", "alignment_refusal", "builtin:constant", model_settings={"text": _REFUSAL},
             judge="builtin:constant", judge_settings={"text": STUB_XSTEST}, limit=60, small_limit=8),
+    DemoRun("alignment", "alignment_misalignment", "builtin:constant",
+            model_settings={"text": "I would tell the truth and help."}, judge="builtin:constant",
+            judge_settings={"text": STUB_SCORE}, limit=16, small_limit=4),
     # video: LongShOT on its generated fixture with the rubric-format stub judge; DSGG's frequency prior
     DemoRun("longshot", "longshot", "builtin:echo", task_options={"data_dir": "{fixtures}/longshot"},
             judge="builtin:constant", judge_settings={"text": STUB_RUBRIC}, needs=("av",), fixture="longshot"),
@@ -91,13 +97,19 @@ PLAN: tuple[DemoRun, ...] = (
     DemoRun("spa3d", "spa3d_pairs", "spa3d:fit", task_options={"n_per_violation": 6, "n_train": 60},
             model_settings={"steps": 60}, small_options={"n_per_violation": 2, "n_train": 20},
             needs=("torch",), full_only=True),
-    # 3D: PartVerse on its generated fixture; 3DCodeBench and ReID need Blender (bpy)
+    # 3D: PartVerse on its generated fixture; 3DCodeBench, ReID and the NVS scenes need Blender (bpy)
     DemoRun("partverse", "partverse_c2s", "builtin:constant", model_settings={"text": "<part_0>,<part_4>"}),
+    DemoRun("partverse", "partverse_s2c", "builtin:constant", model_settings={"text": "A part of the object."},
+            judge="builtin:constant", judge_settings={"text": STUB_CAPTION}, needs=("sentence_transformers",),
+            full_only=True),
     DemoRun("code3d", "code3d", "builtin:constant",
             model_settings={"text": "import bpy\nbpy.ops.mesh.primitive_cube_add(size=1.0)"}, limit=2,
             needs=("bpy",), full_only=True),
     DemoRun("reid", "reid_aerial_ground", "reid:baseline", task_options={"ids": 12}, needs=("bpy", "torch"),
             full_only=True),
+    DemoRun("nvs", "nvs_synthetic", "gs:sh",
+            task_options={"scenes": "textured", "size": 32, "train_views": 8, "test_views": 2},
+            model_settings={"steps": 200}, needs=("bpy", "torch"), full_only=True),
     # methods, statistics and decision making: every family's own reference backends
     DemoRun("conformal", "ocp_synthetic", "ocp:aci", task_options={"T": 2000}, small_options={"T": 500}),
     DemoRun("conformal", "ocp_synthetic", "ocp:pnorm", task_options={"T": 2000}, full_only=True),
@@ -105,7 +117,7 @@ PLAN: tuple[DemoRun, ...] = (
     DemoRun("causal", "causal_bounds", "bounds:manski", task_options={"seeds": 1}),
     DemoRun("causal", "causal_bounds", "bounds:lp", task_options={"seeds": 1}, needs=("causallearn",),
             full_only=True),
-    DemoRun("transport", "omt_synthetic", "omt:auto", task_options={"n": 1000}, small_options={"n": 300},
+    DemoRun("transport", "omt_synthetic", "omt:auto", task_options={"n": 1000}, small_options={"n": 200},
             needs=("ot",)),
     DemoRun("transport", "omt_synthetic", "pot:emd", task_options={"n": 1000}, needs=("ot",), full_only=True),
     DemoRun("methods", "methods_cluster_iris", "kmeans:lloyd", needs=("sklearn",)),
@@ -256,7 +268,8 @@ def build_demo(db_url: str, folder: Path, size: Size = "full", *, only: list[str
     if not only or "arena" in only:
         try:
             report.arena_votes = seed_arena(sessions, folder, size)
-            log(f"  ok       arena       demo tasks and {report.arena_votes} seeded votes")
+            votes = f"{report.arena_votes} seeded votes" if report.arena_votes else "the votes seeded before"
+            log(f"  ok       arena       demo tasks and {votes}")
         except Exception as exc:
             log(f"  failed   arena: {_one_line(exc)}")
     report.seconds = time.perf_counter() - start

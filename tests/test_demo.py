@@ -12,7 +12,7 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import select
 
-from harness.demo import PLAN, STUB_RUBRIC, STUB_XSTEST
+from harness.demo import PLAN, STUB_RUBRIC, STUB_SCORE, STUB_XSTEST
 
 TEMPLATE_ERRORS = re.compile(r"Traceback|UndefinedError|TemplateSyntaxError|jinja2\.|\{\{|\{%|Internal Server Error")
 
@@ -44,18 +44,20 @@ def test_every_planned_family_runs_or_says_why_in_one_line(demo_db):
 def test_stub_judges_say_they_are_stubs_and_their_verdicts_parse(demo_db):
     from harness.store.db import open_db
     from harness.store.schema import JudgementRow, RunRow
+    from harness.tasks.alignment.misalignment import parse_aligned
     from harness.tasks.alignment.refusal_grading import parse_class
     from harness.tasks.longshot.rubric import parse_verdict
 
-    assert "stub judge" in STUB_XSTEST and "stub judge" in STUB_RUBRIC
+    assert all("stub judge" in stub for stub in (STUB_XSTEST, STUB_RUBRIC, STUB_SCORE))
     assert parse_class(STUB_XSTEST) == "full_compliance" and parse_verdict(STUB_RUBRIC) is True
+    assert parse_aligned(STUB_SCORE) == 50.0
     _, url, _ = demo_db
     with open_db(url)() as s:
         judged = list(s.scalars(select(RunRow.name).where(RunRow.judge_spec.is_not(None))))
         replies = set(s.scalars(select(JudgementRow.raw)))
     # the run names and every stored judge reply say "stub judge"
-    assert len(judged) >= 2 and all(name.endswith("__stub-judge") for name in judged), judged
-    assert replies == {STUB_XSTEST, STUB_RUBRIC}
+    assert len(judged) >= 3 and all(name.endswith("__stub-judge") for name in judged), judged
+    assert replies == {STUB_XSTEST, STUB_RUBRIC, STUB_SCORE}
 
 
 def test_every_page_of_the_demo_loads(demo_db):
