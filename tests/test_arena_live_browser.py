@@ -124,12 +124,17 @@ def _leaks(text: str) -> list[str]:
     return [n for n in NAMES if n in low or n.split("-")[0] in low]
 
 
-def test_live_battle_streams_votes_reveals_and_limits(live, browser):
+def test_live_battle_streams_votes_reveals_and_limits(live, browser, tmp_path):
     base, app, servers, recorder = live
     page = browser.new_page(viewport={"width": 1280, "height": 900})
     errors: list[str] = []
     page.on("pageerror", lambda e: errors.append(str(e)))
     page.goto(f"{base}/arena/chat")
+    from harness.leaderboard.arena.demo import png_bytes
+
+    picture = tmp_path / "picture.png"
+    picture.write_bytes(png_bytes(16, 16, (20, 120, 200)))
+    page.set_input_files("#image", str(picture))
     page.fill("#prompt", "Count for me, please.")
     page.click("#send")
 
@@ -141,6 +146,11 @@ def test_live_battle_streams_votes_reveals_and_limits(live, browser):
     page.wait_for_function("() => !document.querySelector('#vote-left').disabled")
     shown = {page.inner_text("#side-a .reply"), page.inner_text("#side-b .reply")}
     assert shown == full
+    # the image went to both models with the first prompt, and the page shows the server's copy
+    page.wait_for_function("() => document.querySelector('#prompt-image img')?.naturalWidth === 16")
+    for n in NAMES:
+        parts = servers[n].requests[0]["messages"][0]["content"]
+        assert [p["type"] for p in parts] == ["text", "image_url"]
 
     # second turn: each model gets its own first reply back in the conversation
     page.fill("#prompt", "And again?")

@@ -11,7 +11,8 @@
   var sendBtn = document.getElementById("send");
   var message = document.getElementById("arena-message");
   var voteBtns = Array.prototype.slice.call(document.querySelectorAll("#votes button"));
-  var battle = null, token = null, busy = false, voted = false, turns = 0;
+  var battle = null, token = null, busy = false, voted = false, turns = 0, withImage = false;
+  var imageBox = document.getElementById("prompt-image");
   var replyEls = {};
 
   function say(text) { message.textContent = text; message.hidden = !text; }
@@ -26,6 +27,7 @@
       side(n).querySelector(".state").textContent = "";
     });
     document.getElementById("reveal").hidden = true;
+    imageBox.textContent = ""; imageBox.hidden = true; if (imageEl) imageEl.value = "";
     setVotes(false); sendBtn.disabled = false; promptEl.disabled = false; say("");
   }
 
@@ -40,7 +42,13 @@
   }
 
   function handle(ev) {
-    if (ev.type === "battle") { battle = ev.battle; token = ev.token; }
+    if (ev.type === "battle") {
+      battle = ev.battle; token = ev.token;
+      if (withImage) {  // the server's copy (metadata stripped), by the battle's opaque id
+        var img = document.createElement("img"); img.src = "/arena/media/" + battle + "/p0"; img.alt = "your image";
+        imageBox.appendChild(img); imageBox.hidden = false;
+      }
+    }
     else if (ev.type === "delta") { replyEls[ev.side].appendChild(document.createTextNode(ev.text)); }
     else if (ev.type === "done") {
       side(ev.side).querySelector(".state").textContent = ev.failed ? "failed" : "done";
@@ -103,6 +111,7 @@
     if (!text || busy || voted) return;
     busy = true; say(""); setVotes(false); sendBtn.disabled = true;
     readImage().then(function (image) {
+      withImage = !battle && !!image;
       var req = battle ? post("/api/arena/chat/" + battle + "/turn", {token: token, prompt: text})
                        : post("/api/arena/chat", {prompt: text, image: image, kind: kindEl ? kindEl.value : "chat"});
       return req.then(function (resp) {
