@@ -87,7 +87,7 @@ def test_gradients_reach_every_parameter_and_training_lowers_the_loss(toy, color
     cfg = GSConfig(color=color, steps=80, gaussians=150, patch=16, seed=0)
     model, record = fit_scene(cfg, cams, images)
     assert record["nonfinite_steps"] == 0
-    assert record["loss_last"] < 0.7 * record["loss_first"], record
+    assert record["loss_last"] < 0.8 * record["loss_first"], record
     # one more step: every parameter tensor gets a finite, non-zero gradient
     out = model.render(cams[0])
     loss = (out["rgb"] - images[0]).abs().mean()

@@ -171,7 +171,7 @@ class FeedForwardBackend:
             cached = False
         else:
             net = build_network(self.cfg).to(self.cfg.device)
-            net.load_state_dict({k: torch.from_numpy(v) for k, v in state["weights"].items()})
+            net.load_state_dict({k: torch.from_numpy(v).to(self.cfg.device) for k, v in state["weights"].items()})
             record, cached = state["record"], True
         net.eval()
         self.net, self.record = net, {**record, "cached": cached}

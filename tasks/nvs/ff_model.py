@@ -85,7 +85,8 @@ def token_rays(cam: TorchCamera) -> tuple[Any, Any]:
     import torch
 
     h, w = cam.height // STRIDE, cam.width // STRIDE
-    ys, xs = torch.meshgrid(torch.arange(h), torch.arange(w), indexing="ij")
+    dev = cam.w2c.device
+    ys, xs = torch.meshgrid(torch.arange(h, device=dev), torch.arange(w, device=dev), indexing="ij")
     x = (xs.reshape(-1).float() + 0.5) * STRIDE
     y = (ys.reshape(-1).float() + 0.5) * STRIDE
     d_cam = torch.stack([(x - cam.cx) / cam.fx, (y - cam.cy) / cam.fy, torch.ones_like(x)], -1)  # z = 1

@@ -112,8 +112,10 @@ class GaussianScene:
         else:
             torch.manual_seed(cfg.seed)
             self.field = _neural_field(cfg)
-        for p in self.params.values():
-            p.requires_grad_(True)
+        self.center = self.center.to(cfg.device)
+        self.params = {k: v.to(cfg.device).requires_grad_(True) for k, v in self.params.items()}
+        if self.field is not None:
+            self.field = self.field.to(cfg.device)
 
     def parameters_with_lr(self) -> list[dict[str, Any]]:
         s = self.cfg.lr
@@ -165,7 +167,7 @@ class GaussianScene:
         out: dict[str, Any] = {k: v.detach().cpu().numpy() for k, v in self.params.items()}
         if self.field is not None:
             out["field"] = {k: v.detach().cpu().numpy() for k, v in self.field.state_dict().items()}
-        out["center"], out["radius"], out["cfg"] = self.center.numpy(), self.radius, self.cfg.to_dict()
+        out["center"], out["radius"], out["cfg"] = self.center.cpu().numpy(), self.radius, self.cfg.to_dict()
         return out
 
     @staticmethod
@@ -174,9 +176,9 @@ class GaussianScene:
 
         cfg = GSConfig(**state["cfg"])
         scene = GaussianScene(cfg, state["center"].tolist(), float(state["radius"]))
-        scene.params = {k: torch.from_numpy(state[k]) for k in scene.params}
+        scene.params = {k: torch.from_numpy(state[k]).to(cfg.device) for k in scene.params}
         if scene.field is not None:
-            scene.field.load_state_dict({k: torch.from_numpy(v) for k, v in state["field"].items()})
+            scene.field.load_state_dict({k: torch.from_numpy(v).to(cfg.device) for k, v in state["field"].items()})
             scene.field.eval()
         return scene
 
