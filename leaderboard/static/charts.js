@@ -83,8 +83,24 @@
     return {responsive: true, displaylogo: false, displayModeBar: el.clientWidth >= 640 ? "hover" : false};
   }
 
+  // a trace drawn in black (a family's Pareto line) would vanish on the dark background: drawn in the text colour
+  function inked(data) {
+    var text = colours().text;
+    return (data || []).map(function (trace) {
+      var out = trace;
+      ["line", "marker"].forEach(function (part) {
+        var c = trace[part] && trace[part].color;
+        if (c === "black" || c === "#000" || c === "#000000") {
+          out = Object.assign({}, out);
+          out[part] = Object.assign({}, trace[part], {color: text});
+        }
+      });
+      return out;
+    });
+  }
+
   function plot(el, fig) {
-    window.Plotly.newPlot(el, fig.data, themed(fitted(fig.layout, fig.data, el)), config(el));
+    window.Plotly.newPlot(el, inked(fig.data), themed(fitted(fig.layout, fig.data, el)), config(el));
     drawn.push([el, fig]);
   }
   window.harnessPlot = plot;
@@ -98,7 +114,7 @@
   }
 
   document.addEventListener("harness:theme", function () {
-    drawn.forEach(function (pair) { window.Plotly.react(pair[0], pair[1].data, themed(fitted(pair[1].layout, pair[1].data, pair[0])), config(pair[0])); });
+    drawn.forEach(function (pair) { window.Plotly.react(pair[0], inked(pair[1].data), themed(fitted(pair[1].layout, pair[1].data, pair[0])), config(pair[0])); });
   });
 
   // plotly.js is 1.4 MB gzipped: the run page fetches it only when a mesh is opened
