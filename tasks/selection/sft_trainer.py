@@ -215,7 +215,7 @@ def train_sft(plan: SFTPlan, train: list[SFTExample], dev: list[SFTExample] | No
         else:
             loss = per_sample_losses(lm, _rows(batch, pick)).mean()
             loss.backward()
-            losses_seen.append(float(loss))
+            losses_seen.append(float(loss.detach()))
         opt.step()
         used += len(pick)
         pools.append(list(idx))
