@@ -167,6 +167,8 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+EVAL_LABEL = "cached, concurrent eval"
+
 SERVER = """
 import sys, uvicorn
 from harness.leaderboard.app import create_app
@@ -290,29 +292,117 @@ class Writer:
         self.thread.join(10)
 
 
-def bench_engine(name: str, url: str, args: argparse.Namespace) -> list[dict[str, object]]:
+class ConcurrentEval:
+    """A real ``harness eval`` writing into the benchmarked database while the load runs: the ``qa``
+    task over a generated JSONL of ``samples`` rows, against tests/openai_server.py answering after
+    ``delay`` seconds, ``concurrency`` calls in flight, no response cache. It writes sample rows and
+    progress counters at API rates (a group commit every half second) and adds a run, so it also
+    changes what the overview shows when it starts and when it is stopped (SIGINT: it finalises)."""
+
+    def __init__(self, url: str, tmp: Path, samples: int, concurrency: int, delay: float) -> None:
+        self.url, self.tmp, self.samples, self.concurrency, self.delay = url, tmp, samples, concurrency, delay
+        self.server: subprocess.Popen[str] | None = None
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.done_at_start = 0
+
+    def __enter__(self) -> ConcurrentEval:
+        data = self.tmp / "eval.jsonl"
+        if not data.exists():
+            with data.open("w") as f:
+                for i in range(self.samples):
+                    f.write(json.dumps({"id": f"q{i}", "input": f"What is {i} + 2? Reply with the number only.",
+                                        "target": "4"}) + "\n")
+        server_py = Path(__file__).resolve().parent.parent / "tests" / "openai_server.py"
+        self.server = subprocess.Popen([sys.executable, str(server_py), "--delay", str(self.delay), "--no-record",
+                                        "--text", "4"], stdout=subprocess.PIPE, text=True)
+        assert self.server.stdout is not None
+        line = self.server.stdout.readline()
+        if not line.startswith("READY"):
+            raise RuntimeError(f"the API stand-in did not start: {line!r}")
+        base_url = f"http://127.0.0.1:{int(line.split()[1])}/v1"
+        harness_cli = Path(sys.executable).with_name("harness")
+        self.proc = subprocess.Popen(
+            [str(harness_cli), "eval", "-t", "qa", "-T", f"path={data}", "-m", "openai:test", "-M",
+             f"base_url={base_url}", "-M", "max_retries=0", "--concurrency", str(self.concurrency), "--no-cache",
+             "--no-progress", "--run-name", f"bench-eval-{time.time_ns()}", "--db", self.url],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**os.environ, "OMP_NUM_THREADS": "1"})
+        self.started = time.monotonic()
+        # measure once rows are flowing: the eval's start-up (imports, loading the task) is not its load
+        while self.rows_written() == 0:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"harness eval exited: {self.proc.stderr.read().decode()[-500:]}")  # type: ignore[union-attr]
+            time.sleep(0.2)
+        return self
+
+    def rows_written(self) -> int:
+        from sqlalchemy import create_engine, text
+
+        engine = create_engine(self.url)
+        try:
+            with engine.connect() as conn:
+                return int(conn.execute(text("SELECT coalesce(max(n_done), 0) FROM runs WHERE name LIKE 'bench-eval-%' "
+                                             "AND status = 'running'")).scalar() or 0)
+        finally:
+            engine.dispose()
+
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def __exit__(self, *exc: object) -> None:
+        import signal
+
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self.server is not None:
+            self.server.terminate()
+            self.server.wait(10)
+
+
+def bench_engine(name: str, url: str, args: argparse.Namespace, tmp: Path) -> list[dict[str, object]]:
     import contextlib
 
     out = []
     setups = [("cached", 512, args.requests, 0.0), ("baseline: no cache", 0, args.baseline_requests, 0.0)]
     if args.writes:
         setups.insert(1, (f"cached, {args.writes:g} writes/s", 512, args.requests, args.writes))
+    if args.eval_samples:
+        setups.insert(-1, (EVAL_LABEL, 512, args.requests, 0.0))
     for label, entries, n, writes in setups:
         proc, base = start_server(url, entries)
+        evaluation = (ConcurrentEval(url, tmp, args.eval_samples, args.eval_concurrency, args.eval_delay)
+                      if label == EVAL_LABEL else contextlib.nullcontext())
         writer = Writer(url, writes) if writes else contextlib.nullcontext()
         try:
-            for path in ("/", "/api/overview"):
-                cold, size = first_request_ms(base, path)
-                measure(base, path, min(200, n), args.clients)  # warm-up (aiohttp: also checks the answers)
-                # uncached answers take seconds under this load: measure long enough for many to finish
-                seconds = args.seconds if entries else max(args.seconds, 30.0)
-                with writer:
-                    res = measure(base, path, n, args.clients, args.client, seconds)
-                writer = Writer(url, writes) if writes else contextlib.nullcontext()
-                out.append({"engine": name, "server": label, "path": path, "cold_ms": cold, "bytes": size, **res})
-                print(f"  {name:10s} {label:21s} {path:14s} p50 {res['p50_ms']:7.1f} ms  p99 {res['p99_ms']:7.1f} ms  "
-                      f"{res['rps']:7.0f} req/s  (first request {cold:.0f} ms, {size // 1024} KiB, "
-                      f"{res['errors']} errors)", flush=True)
+            with evaluation:
+                for path in ("/", "/api/overview"):
+                    cold, size = first_request_ms(base, path)
+                    measure(base, path, min(200, n), args.clients)  # warm-up (aiohttp: also checks the answers)
+                    # uncached answers take seconds under this load: measure long enough for many to finish
+                    seconds = args.seconds if entries else max(args.seconds, 30.0)
+                    rows_before = evaluation.rows_written() if isinstance(evaluation, ConcurrentEval) else 0
+                    t_measure = time.perf_counter()
+                    with writer:
+                        res = measure(base, path, n, args.clients, args.client, seconds)
+                    t_measure = time.perf_counter() - t_measure
+                    load = os.getloadavg()[0]  # the 1-minute load average as the measurement ends
+                    writer = Writer(url, writes) if writes else contextlib.nullcontext()
+                    extra = ""
+                    if isinstance(evaluation, ConcurrentEval):
+                        rows = evaluation.rows_written() - rows_before
+                        res["eval_rows_per_s"] = rows / t_measure
+                        res["eval_running"] = evaluation.running()
+                        extra = (f", eval wrote {rows} rows meanwhile"
+                                 + ("" if evaluation.running() else ", AND ENDED: the measurement outlived it"))
+                    out.append({"engine": name, "server": label, "path": path, "cold_ms": cold, "bytes": size,
+                                "load": load, **res})
+                    print(f"  {name:10s} {label:21s} {path:14s} p50 {res['p50_ms']:7.1f} ms  "
+                          f"p99 {res['p99_ms']:7.1f} ms  {res['rps']:7.0f} req/s  (first request {cold:.0f} ms, "
+                          f"{size // 1024} KiB, {res['errors']} errors, load {load:.1f}{extra})", flush=True)
         finally:
             proc.terminate()  # graceful: uvicorn finishes the requests in flight...
             try:
@@ -338,6 +428,10 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=10.0, help="wrk: seconds per measurement")
     ap.add_argument("--writes", type=float, default=2.0,
                     help="also measure while a writer changes the database this often per second (0: skip)")
+    ap.add_argument("--eval-samples", type=int, default=200_000,
+                    help="also measure while a `harness eval` of this many samples writes to the database (0: skip)")
+    ap.add_argument("--eval-concurrency", type=int, default=64, help="the concurrent eval's calls in flight")
+    ap.add_argument("--eval-delay", type=float, default=0.05, help="seconds its API stand-in takes per reply")
     ap.add_argument("--keep", type=Path, help="build the databases here and keep them")
     ap.add_argument("--reuse", action="store_true", help="with --keep (sqlite) / --pg-url: the database is filled")
     args = ap.parse_args()
@@ -362,7 +456,7 @@ def main() -> None:
             else:
                 secs = build_db(url, args.models, args.tasks, args.samples)
                 print(f"{engine}: built in {secs:.0f} s", flush=True)
-            results += bench_engine(engine, url, args)
+            results += bench_engine(engine, url, args, tmp)
     finally:
         if stop_pg:
             subprocess.run(stop_pg, capture_output=True)
@@ -377,12 +471,16 @@ def main() -> None:
             base = next(r for r in results if r["engine"] == engine and r["path"] == path
                         and str(r["server"]).startswith("baseline"))
             busy = [r for r in results if r["engine"] == engine and r["path"] == path and "writes" in str(r["server"])]
+            evals = [r for r in results if r["engine"] == engine and r["path"] == path and r["server"] == EVAL_LABEL]
             verdict = "OK" if cached["p99_ms"] < 100 else "MISSED"
             print(f"{engine:9s} {path:14s} cached p50 {cached['p50_ms']:.1f} ms p99 {cached['p99_ms']:.1f} ms "
                   f"{cached['rps']:.0f} req/s [{verdict}] | vs baseline (no cache) p99 {base['p99_ms']:.0f} ms: "
                   f"{base['p99_ms'] / cached['p99_ms']:.1f}x lower p99, {cached['rps'] / base['rps']:.1f}x req/s"
                   + (f" | with {args.writes:g} writes/s: p50 {busy[0]['p50_ms']:.1f} ms p99 {busy[0]['p99_ms']:.1f} ms "
-                     f"{busy[0]['rps']:.0f} req/s" if busy else ""))
+                     f"{busy[0]['rps']:.0f} req/s" if busy else "")
+                  + (f" | under a concurrent eval ({evals[0]['eval_rows_per_s']:.0f} rows/s, load "
+                     f"{evals[0]['load']:.1f}): p50 {evals[0]['p50_ms']:.1f} ms p99 {evals[0]['p99_ms']:.1f} ms "
+                     f"[{'OK' if evals[0]['p99_ms'] < 100 else 'MISSED'}]" if evals else ""))
 
 
 if __name__ == "__main__":

@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import logging
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +30,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from harness.store.schema import MetricRow, ModelRow, RunRow, TaskRow
 
 SCOPES = ("summary", "full")
+log = logging.getLogger(__name__)
 
 
 def db_fingerprint(s: Session) -> dict[str, str]:
@@ -64,14 +67,21 @@ class ViewCache:
     Stale-while-revalidate, so a database that changes every second (a run in progress commits
     twice a second) never makes readers wait: when the fingerprint changes, cached pages become
     stale rather than vanish; the first request for a stale page recomputes it while the others
-    keep getting the stale copy. Only one request at a time re-checks the fingerprint, and only one
-    computes a given page, so a refresh never turns into a stampede of identical queries. A page is
-    thus at most one check interval plus one recomputation old. :meth:`bump` (a write through this
-    app) drops everything at once instead.
+    keep getting the stale copy. With ``get(..., background=True)`` not even that request waits:
+    the recomputation runs in a background thread (at most ``rebuilders`` at a time) and every
+    request until the new value is stored gets the stale copy; pages do not use it yet, because the
+    request that finds the database changed would then show the previous version once more.
+    Only one request at a time re-checks the fingerprint, and only one computation of a given page
+    runs, so a refresh never turns into a stampede of identical queries. A page is thus at most one
+    check interval plus one recomputation old. :meth:`bump` (a write through this app) drops
+    everything at once instead.
     """
 
-    def __init__(self, sessions: sessionmaker[Session], *, check_every: float = 1.0, max_entries: int = 512) -> None:
+    def __init__(self, sessions: sessionmaker[Session], *, check_every: float = 1.0, max_entries: int = 512,
+                 rebuilders: int = 2) -> None:
         self.sessions = sessions
+        self.rebuilders = rebuilders
+        self._pool: ThreadPoolExecutor | None = None  # background recomputations of stale pages
         self.check_every = check_every
         self.max_entries = max_entries
         self._lock = threading.Lock()
@@ -126,11 +136,14 @@ class ViewCache:
             self.hits += 1
             return item[2]
 
-    def get(self, key: Any, compute: Callable[[], Any], *, allow_stale: bool = True, scope: str = "full") -> Any:
+    def get(self, key: Any, compute: Callable[[], Any], *, allow_stale: bool = True, scope: str = "full",
+            background: bool = False) -> Any:
         """Cached value for ``key`` or compute it (blocking: call from a worker thread). While
         another thread recomputes a stale entry, the stale value is returned unless ``allow_stale``
         is False (for data that other cached values are built from). ``scope``: which part of the
-        database the value depends on (``summary`` or ``full``, see the module docstring)."""
+        database the value depends on (``summary`` or ``full``, see the module docstring).
+        ``background`` (pages): a stale entry is recomputed in a background thread and this caller
+        gets the stale value too, instead of computing the new one itself."""
         self._fresh()
         while True:
             with self._lock:
@@ -143,6 +156,7 @@ class ViewCache:
                 if waiting is None:
                     done = self._inflight[key] = threading.Event()
                     generation, drops = self._generation[scope], self._drops
+                    stale = item[2] if item is not None and allow_stale else None
                     break
                 if item is not None and allow_stale:
                     self.hits += 1
@@ -150,6 +164,23 @@ class ViewCache:
             if not waiting.wait(timeout=60):  # the computing thread is stuck: compute it ourselves
                 return compute()
         self.misses += 1
+        if background and stale is not None and self.rebuilders > 0:
+            # the previous version answers this request; the new one is built off the request path
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(self.rebuilders, thread_name_prefix="view-cache")
+            self._pool.submit(self._rebuild, key, compute, scope, generation, drops, done)
+            return stale
+        return self._compute(key, compute, scope, generation, drops, done)
+
+    def _rebuild(self, key: Any, compute: Callable[[], Any], scope: str, generation: int, drops: int,
+                 done: threading.Event) -> None:
+        try:
+            self._compute(key, compute, scope, generation, drops, done)
+        except Exception:  # the stale copy stays; the next request for the page tries again
+            log.exception("rebuilding the cached page %r failed", key)
+
+    def _compute(self, key: Any, compute: Callable[[], Any], scope: str, generation: int, drops: int,
+                 done: threading.Event) -> Any:
         try:
             value = compute()
             with self._lock:

@@ -109,3 +109,74 @@ def test_progress_writes_refresh_full_scope_only(tmp_path):
     with sessions.begin() as s:  # a run finishing (status, metrics) changes the summary too
         s.execute(update(RunRow).values(status="failed"))
     assert cache.get("overview", lambda: "o3", scope="summary") == "o3"
+
+
+def _stale_cache(tmp_path):  # type: ignore[no-untyped-def]
+    """A cache holding "old" for "k" whose database then changed (a new run): "k" is stale."""
+    sessions = open_db(f"sqlite:///{tmp_path / 'c.db'}")
+    cache = ViewCache(sessions, check_every=0.0)
+    assert cache.get("k", lambda: "old") == "old"
+    Runner(EvalConfig(task="gsm8k", model="builtin:echo", limit=2, progress=False), session_factory=sessions).run()
+    return cache
+
+
+def _until(condition, what: str) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + 30
+    while not condition():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.01)
+
+
+def test_a_stale_page_is_rebuilt_in_the_background_and_the_previous_version_served(tmp_path):
+    cache = _stale_cache(tmp_path)
+    caller = threading.current_thread()
+    release = threading.Event()
+    builders: list[threading.Thread] = []
+
+    def rebuild() -> str:
+        builders.append(threading.current_thread())
+        release.wait(30)
+        return "new"
+
+    # the request that finds the page stale is answered at once with the previous version...
+    assert cache.get("k", rebuild, background=True) == "old"
+    cache.check_every = 1e9  # no more re-checks: peek answers from the cache
+    _until(lambda: builders, "the rebuild never started")
+    assert builders[0] is not caller  # ...while the rebuild runs in another thread
+    assert cache.get("k", lambda: "unexpected", background=True) == "old" and cache.peek("k") == "old"
+    release.set()
+    _until(lambda: cache.peek("k") == "new", "the rebuilt page was never stored")
+    assert cache.get("k", lambda: "unexpected", background=True) == "new" and len(builders) == 1
+
+
+def test_a_failed_background_rebuild_keeps_the_previous_version(tmp_path):
+    cache = _stale_cache(tmp_path)
+    failed = threading.Event()
+
+    def broken() -> str:
+        failed.set()
+        raise RuntimeError("database went away")
+
+    assert cache.get("k", broken, background=True) == "old"
+    cache.check_every = 1e9
+    assert failed.wait(30)
+    _until(lambda: "k" not in cache._inflight, "the failed rebuild was never cleared")
+    assert cache.peek("k") is None  # stale, nobody rebuilding: the slow path (get) must be taken
+    assert cache.get("k", lambda: "new", background=True) == "old"  # this request starts another rebuild
+    _until(lambda: cache.peek("k") == "new", "the second rebuild was never stored")
+
+
+def test_a_missing_page_strict_data_and_plain_gets_are_computed_by_the_caller(tmp_path):
+    cache = _stale_cache(tmp_path)
+    caller = threading.current_thread()
+    seen: list[threading.Thread] = []
+
+    def compute(value: str):  # type: ignore[no-untyped-def]
+        return lambda: seen.append(threading.current_thread()) or value
+
+    assert cache.get("other", compute("first"), background=True) == "first"  # nothing to serve meanwhile
+    assert cache.get("k", compute("strict"), allow_stale=False, background=True) == "strict"
+    Runner(EvalConfig(task="gsm8k", model="builtin:echo", limit=3, progress=False),
+           session_factory=cache.sessions).run()
+    assert cache.get("k", compute("plain")) == "plain"  # not a page: the caller recomputes as before
+    assert seen == [caller, caller, caller]
