@@ -11,7 +11,10 @@ the start of a comment, so ``-J text=60#ok`` used to be stored as ``60``. Here a
   values by these same rules; inside them a bare word (``[text, image]``) is a string;
 - anything else: the text itself, unchanged (``60#ok``, ``http://host:8000/v1``, ``a=b``).
 
-Only a whole value is read as a literal: ``1, 2`` or ``[1, 2] x`` are plain strings, never a
+- comma-separated literals (``0.5,0.9``, ``1, 'a'``): a list, as ``literal_eval`` read them (a
+  tuple); ``a,b`` or ``1, x`` stay text.
+
+Only a whole value is read as a literal: ``[1, 2] x`` or ``'a' b`` are plain strings, never a
 partial parse. Leading and trailing whitespace outside quotes is dropped.
 """
 
@@ -124,11 +127,34 @@ class _Reader:
         return pairs if opening == "{" else items
 
 
+def _whole(text: str) -> Any:
+    """One whole literal, or ``_NoLiteral`` (quoted strings, containers, non-string scalars)."""
+    if text[:1] in ("'", '"') or text[:1] in _CLOSE:
+        reader = _Reader(text)
+        value = reader.quoted() if text[0] in ("'", '"') else reader.container()
+        reader.skip_space()
+        if reader.pos != len(text):
+            raise _NoLiteral
+        return value
+    value = scalar(text)
+    if isinstance(value, str):
+        raise _NoLiteral
+    return value
+
+
 def parse_value(raw: str) -> Any:
     """A ``key=value`` option's value, typed (see the module docstring)."""
     text = raw.strip()
     if not text:
         return ""
+    parts = split_top(text)
+    if len(parts) > 1 or text.endswith(","):
+        # "0.5,0.9" was a tuple to literal_eval (and is stored as a list in runs made so): every part
+        # a literal -> a list; "a,b" or "1, x" stay text
+        try:
+            return [_whole(p) for p in parts]
+        except _NoLiteral:
+            return text
     if text[0] in ("'", '"') or text[0] in _CLOSE:
         reader = _Reader(text)
         try:

@@ -27,11 +27,33 @@ from harness.options import split_top
     ('{"a": 1, b: [null, true]}', {"a": 1, "b": [None, True]}), ("[[1], {}]", [[1], {}]),
     ("http://127.0.0.1:8000/v1", "http://127.0.0.1:8000/v1"), ("a=b", "a=b"), ("", ""), ("  5 ", 5),
     # not one whole literal: kept as written, never a partial parse
-    ("1, 2", "1, 2"), ("[1, 2] x", "[1, 2] x"), ("'open", "'open"), ("[1, 2", "[1, 2"), ("{1, 2}", "{1, 2}"),
+    ("1, 2", [1, 2]), ("0.5,0.9", [0.5, 0.9]), ("1,", [1]), ("1, 'a'", [1, "a"]), ("a,b", "a,b"),
+    ("1, x", "1, x"), ("16,24,32", [16, 24, 32]), ("[1, 2] x", "[1, 2] x"), ("'open", "'open"),
+    ("[1, 2", "[1, 2"), ("{1, 2}", "{1, 2}"),
 ])
 def test_parse_value(raw, value):
     got = parse_value(raw)
     assert got == value and type(got) is type(value)
+
+
+def _listed(value):
+    """literal_eval's value as JSON stores it (tuples are lists)."""
+    if isinstance(value, tuple | list):
+        return [_listed(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _listed(v) for k, v in value.items()}
+    return value
+
+
+@pytest.mark.parametrize("raw", ["0", "12", "-3", "0.25", "1e-3", "True", "False", "None", "'text'", '"x y"',
+                                 "[1, 2]", "[0.5, 'a', None]", "(1, 2)", "1, 2", "0.5,0.9", "{'a': 1}",
+                                 '{"k": [1, {"j": false}]}' .replace("false", "False"), "[[1], [2, 3]]", "1,"])
+def test_every_form_literal_eval_took_reads_the_same(raw):
+    """Runs made before keep their identity: each form the old ``ast.literal_eval`` path accepted
+    gives the same value (as stored: tuples as lists)."""
+    import ast
+
+    assert parse_value(raw) == _listed(ast.literal_eval(raw))
 
 
 def test_kv_and_operator_params_keep_hash_and_quoted_commas():
