@@ -69,6 +69,7 @@ def main() -> None:
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--skip-ff", action="store_true")
+    ap.add_argument("--skip-gs", action="store_true")
     args = ap.parse_args()
     if args.quick:
         args.size, args.seeds, args.steps, args.ff_steps, args.gaussians = 32, 1, 60, 60, 300
@@ -82,7 +83,7 @@ def main() -> None:
           f"({os.cpu_count()} cores)")
     opts = {"scenes": args.scenes, "size": args.size}
     gs: dict[str, list[dict[str, float]]] = {"gs:sh": [], "gs:neural_color": []}
-    for seed in range(args.seeds):
+    for seed in range(0 if args.skip_gs else args.seeds):
         for spec in gs:
             settings = {"seed": seed, "steps": args.steps, "gaussians": args.gaussians, "device": args.device,
                         "cache": False}
@@ -92,8 +93,9 @@ def main() -> None:
             print(f"  {spec:<18} seed {seed}: psnr {top.get('psnr', nan):.2f}  "
                   f"abs_rel {top.get('depth_abs_rel', nan):.3f}  "
                   f"floaters {top.get('floater_fraction', nan):.3f}  ({secs:.0f} s)", flush=True)
-    table("gs:neural_color vs gs:sh (mean over seeds, min..max; ratio = neural_color / sh)", gs, GS_METRICS,
-          "gs:sh", "gs:neural_color")
+    if not args.skip_gs:
+        table("gs:neural_color vs gs:sh (mean over seeds, min..max; ratio = neural_color / sh)", gs, GS_METRICS,
+              "gs:sh", "gs:neural_color")
     if args.skip_ff:
         return
     ff: dict[str, list[dict[str, float]]] = {"tokens=false": [], "tokens=true": []}

@@ -9,8 +9,9 @@ import os
 
 import numpy as np
 import pytest
+from requirements import require
 
-torch = pytest.importorskip("torch")
+torch = require("torch", "the nvs rasteriser and backends are torch")
 
 from harness.modelspec import build_model  # noqa: E402
 from harness.tasks.nvs.backends_common import write_render  # noqa: E402

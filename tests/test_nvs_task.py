@@ -9,9 +9,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from requirements import require
 
-pytest.importorskip("torch")
-pytest.importorskip("scipy")
+require("torch", "the nvs backends are torch")
+require("scipy", "the Chamfer distance uses scipy's KD-tree")
 
 from harness.modelspec import build_model  # noqa: E402
 from harness.runner import EvalConfig, Runner  # noqa: E402
@@ -128,6 +129,11 @@ def test_nvs_folder_end_to_end_stores_rows_and_per_scene_breakdowns(toy: Path, t
         rows = s.scalars(select(SampleResultRow)).all()
     assert len(rows) == 2 and all(r.error is None for r in rows)
     assert all(Path(r.details["media"][0]["path"]).is_file() for r in rows)  # the run page's side-by-side
+    from harness.leaderboard.media import sample_media
+
+    shown = sample_media(rows[0].input or {}, rows[0].details or {}, rows[0].prediction, [tmp_path / "art"])
+    pictures = [m for m in shown if m.kind == "image" and m.url]
+    assert any(m.path.endswith("_vs_gt.png") for m in pictures)  # served from the artifacts root
 
 
 def test_a_fit_that_fails_is_every_views_error_row(toy: Path, tmp_path: Path, monkeypatch) -> None:
