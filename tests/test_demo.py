@@ -84,3 +84,18 @@ def test_every_page_of_the_demo_loads(demo_db):
                 assert not TEMPLATE_ERRORS.search(resp.text), (page, TEMPLATE_ERRORS.search(resp.text))
         ratings = client.get("/api/arena/ratings").json()
         assert len(ratings.get("ratings") or []) >= 2, ratings
+
+
+def test_only_one_family_and_bad_size(tmp_path):
+    from typer.testing import CliRunner
+
+    from harness.cli import app
+
+    r = CliRunner()
+    bad = r.invoke(app, ["demo", "--size", "huge", "--dir", str(tmp_path)])
+    assert bad.exit_code == 2 and "--size must be full or small" in bad.output
+    out = r.invoke(app, ["demo", "--size", "small", "--only", "gsm8k", "--no-serve", "--dir", str(tmp_path / "d")])
+    assert out.exit_code == 0, out.output
+    done = [ln.split()[1] for ln in out.output.splitlines() if ln.startswith("  ok ")]
+    assert done == ["gsm8k", "gsm8k"] and "arena" not in done
+    assert "demo: 2 runs, 0 skipped, 0 arena votes" in out.output
