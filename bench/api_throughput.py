@@ -163,6 +163,20 @@ class StageClock:
 
         from harness import client, runner, types, writer
         from harness.store import leases, ops
+        from harness.store.schema import utcnow
+
+        self.max_row_age = 0.0  # seconds from a row's creation to the commit that stores it, at most
+        write_samples = ops.write_samples
+
+        def aged(session: object, rows: list[dict[str, object]]) -> int:
+            inserted = write_samples(session, rows)  # type: ignore[arg-type]
+            if rows:  # the commit follows at once (the cache and judgement rows of the window)
+                oldest = min(r["created_at"] for r in rows)  # type: ignore[type-var]
+                self.max_row_age = max(self.max_row_age, (utcnow() - oldest).total_seconds())  # type: ignore[operator]
+            return inserted
+
+        ops.write_samples = aged  # type: ignore[assignment]
+        self._undo.append(lambda: setattr(ops, "write_samples", write_samples))
 
         for owner, attr, stage in [
             (runner.Runner, "_request", "request building"), (types.Request, "to_dict", "request building"),
@@ -299,7 +313,8 @@ async def print_stages(base_url: str, n: int, c: int, adapter_cpu_ms: float) -> 
     for stage, spent in sorted(clock.own.items(), key=lambda kv: -kv[1]):
         print(f"{'':>7}{stage:<30} {spent / n * 1e6:7.1f} {100 * spent / n * 1e6 / total:5.1f}%")
     print(f"{'':>7}{'HTTP client, event loop, rest':<30} {rest:7.1f} {100 * rest / total:5.1f}%")
-    print(f"{'':>7}{'total':<30} {total:7.1f}", flush=True)
+    print(f"{'':>7}{'total':<30} {total:7.1f}; the oldest row waited {clock.max_row_age * 1000:.0f} ms for its commit",
+          flush=True)
 
 
 def main() -> None:

@@ -2,8 +2,8 @@
 
 Work is cut into chunks of ``model.batch_size`` requests; ``concurrency`` workers take chunks from
 a queue, so per-request API backends get many calls in flight and batching backends (vLLM,
-transformers) get whole batches. Finished samples are buffered and group-committed at least every
-``FLUSH_SECONDS`` (kill -9 loses the in-flight samples and at most that window); rows are inserted
+transformers) get whole batches. Finished samples are buffered and group-committed within
+``FLUSH_SECONDS`` of finishing (kill -9 loses the in-flight samples and at most that window); rows are inserted
 with ON CONFLICT DO NOTHING on (run, sample, epoch), so a resumed run never duplicates a row.
 """
 
@@ -36,7 +36,7 @@ from harness.store.db import open_db
 from harness.store.schema import RunRow, utcnow
 from harness.task import ScoreContext, Task
 from harness.types import Metric, Output, Request, Sample, Score, Usage, stable_hash
-from harness.writer import FLUSH_SECONDS, SampleWriter, StoreWriteError
+from harness.writer import TICK_SECONDS, SampleWriter, StoreWriteError
 
 SCORE_CONCURRENCY = 64
 
@@ -575,10 +575,10 @@ class Runner:
             finally:
                 done.set()
 
-        async def ticker() -> None:  # commit at least every FLUSH_SECONDS even while calls hang
+        async def ticker() -> None:  # commit within FLUSH_SECONDS even while calls hang
             while not done.is_set():
                 try:
-                    await asyncio.wait_for(done.wait(), FLUSH_SECONDS)
+                    await asyncio.wait_for(done.wait(), TICK_SECONDS)
                 except TimeoutError:
                     self.flush(run_id)
 

@@ -1,6 +1,6 @@
 """The runner's write side: finished samples buffered and group-committed.
 
-Rows go in at least every ``FLUSH_SECONDS`` (or every ``FLUSH_ROWS``) with ON CONFLICT DO NOTHING
+Rows go in within ``FLUSH_SECONDS`` of finishing (or every ``FLUSH_ROWS``) with ON CONFLICT DO NOTHING
 on (run, sample, epoch), one ``executemany`` per table, together with the cache rows and judge
 verdicts of the same window; the run's counts are kept up by what each commit inserted, and this
 process's sample leases are renewed every ``RENEW_SECONDS``. A failed write is retried once after
@@ -19,7 +19,11 @@ from harness.errors import UserError
 from harness.sanitize import clean, clean_row
 from harness.store import leases, ops
 
-FLUSH_SECONDS = 0.5
+FLUSH_SECONDS = 0.5  # the longest a finished sample waits for the commit that stores it
+# a commit starts once the oldest waiting row is this old, leaving the rest of FLUSH_SECONDS to the
+# commit itself and to the interval between checks (TICK_SECONDS at the latest)
+FLUSH_DUE = 0.7 * FLUSH_SECONDS
+TICK_SECONDS = 0.1 * FLUSH_SECONDS
 FLUSH_ROWS = 1000
 WRITE_ATTEMPTS = 3
 # leases last leases.LEASE_SECONDS (60 s): renewing them (one UPDATE over every lease this process
@@ -42,6 +46,7 @@ class SampleWriter:
         self.cache_rows: list[dict[str, Any]] = []
         self.judgements: list[dict[str, Any]] = []
         self.last_flush = time.monotonic()
+        self.oldest: float | None = None  # when the oldest row waiting for a commit was recorded
         self.last_renew = self.last_flush  # leases are claimed fresh (LEASE_SECONDS ahead)
         self.counted = False  # the run's counts were recounted by this writer (then kept up incrementally)
         self.n_new = self.n_err = self.n_unscored = 0
@@ -49,6 +54,8 @@ class SampleWriter:
         self.unwritten = 0  # finished samples a failed write lost (the run then fails loudly)
 
     def record(self, row: dict[str, Any]) -> None:
+        if not self.rows:
+            self.oldest = time.monotonic()
         self.rows.append(row)
         self.n_new += 1
         if row["error"] is not None:
@@ -60,9 +67,10 @@ class SampleWriter:
 
     def flush(self, force: bool = False) -> None:
         now = time.monotonic()
-        if not force and len(self.rows) < FLUSH_ROWS and now - self.last_flush < FLUSH_SECONDS:
+        if (not force and len(self.rows) < FLUSH_ROWS and now - self.last_flush < FLUSH_SECONDS
+                and (self.oldest is None or now - self.oldest < FLUSH_DUE)):
             return
-        self.last_flush = now
+        self.last_flush, self.oldest = now, None
         if not (self.rows or self.cache_rows or self.judgements) or self.run_id is None:
             return
         run_id = self.run_id
@@ -77,12 +85,12 @@ class SampleWriter:
                     inserted = ops.write_samples(s, rows)
                     ops.cache_put(s, cache_rows)
                     ops.write_judgements(s, judgements)
-                    if self.counted and inserted == len(rows):
-                        ops.add_run_counts(s, run_id, rows)
-                    else:
+                    if not self.counted or inserted != len(rows):
                         # the first commit, or rows already there (another process wrote them): count
                         # the whole run once; afterwards each commit adds what it inserted
                         ops.refresh_run_counts(s, run_id)
+                    elif rows:
+                        ops.add_run_counts(s, run_id, rows)
                     if renew:
                         leases.renew(s, run_id, self.owner)
                 self.counted = True

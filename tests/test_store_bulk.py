@@ -194,3 +194,21 @@ def test_lighter_gc_freezes_and_restores_even_when_nested() -> None:
         del cycle
         assert gc.collect() >= 1  # cyclic garbage made during a run is still collectable
     assert gc.get_threshold() == before and gc.get_freeze_count() == 0
+
+
+def test_a_commit_is_due_when_the_oldest_waiting_row_is_old_not_when_the_last_commit_is(sqlite_url: str,
+                                                                                        monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    sessions = open_db(sqlite_url)
+    run_id = _run(sessions, "due")
+    writer = SampleWriter(sessions, "me")
+    writer.run_id = run_id
+    monkeypatch.setattr("harness.writer.FLUSH_SECONDS", 1e9)  # the last commit was "just now", always
+    monkeypatch.setattr("harness.writer.FLUSH_DUE", 1e9)
+    writer.record(_row(run_id, 0))
+    writer.flush()
+    assert writer.rows  # nothing due yet
+    monkeypatch.setattr("harness.writer.FLUSH_DUE", 0.0)  # the oldest waiting row is now due
+    writer.flush()
+    assert not writer.rows and writer.oldest is None
+    with sessions() as s:
+        assert s.scalar(select(SampleResultRow.sample_id).where(SampleResultRow.run_id == run_id)) == "s0"
