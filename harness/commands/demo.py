@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Annotated
 
@@ -50,7 +49,7 @@ def register(app: typer.Typer) -> None:
 
         from harness.leaderboard.app import create_app
 
+        # the arena reads the app's media roots too: the renders and the fixtures' videos show
         web = create_app(url, media_roots=[str(folder / "renders"), str(folder / "fixtures")])
-        os.environ.setdefault("HARNESS_MEDIA_ROOT", str(folder / "renders"))
         typer.echo(f"leaderboard on http://{host}:{port} (Ctrl-C to stop)", err=True)
         uvicorn.run(web, host=host, port=port, log_level="warning", proxy_headers=False)
