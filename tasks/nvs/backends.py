@@ -6,7 +6,7 @@ view direction (see ``gs_model``). ``ff:consistency``: a tiny feed-forward Gauss
 the two nearest train views, with (``-M tokens=true``, default) or without point-cloud consistency
 tokens through bidirectional cross-attention (see ``ff_model``).
 
-gs settings (``-M``): ``steps`` (600), ``gaussians`` (2000), ``patch`` (32 px per step), ``lr``
+gs settings (``-M``): ``steps`` (400), ``gaussians`` (2000), ``patch`` (32 px per step), ``lr``
 (1.0, a multiplier), ``sh_degree`` (1; sh only), ``lipschitz`` (20; neural_color only), ``hidden``
 (64), ``seed`` (0), ``device`` (cpu; ``cuda`` on a GPU machine), ``cache`` (true).
 ff settings: ``tokens`` (true), ``steps`` (400), ``width`` (32), ``seed``, ``device``, ``cache``.

@@ -27,7 +27,7 @@ from harness.tasks.nvs.gs_raster import render, sh_to_rgb, torch_camera
 @dataclass(frozen=True)
 class GSConfig:
     color: str = "sh"  # "sh" | "neural"
-    steps: int = 600
+    steps: int = 400
     gaussians: int = 2000
     patch: int = 32  # side of the random square patch rendered per step
     lr: float = 1.0  # multiplies every per-parameter learning rate
