@@ -104,12 +104,12 @@ PLAN: tuple[DemoRun, ...] = (
             full_only=True),
     DemoRun("code3d", "code3d", "builtin:constant",
             model_settings={"text": "import bpy\nbpy.ops.mesh.primitive_cube_add(size=1.0)"}, limit=2,
-            needs=("bpy",), full_only=True),
-    DemoRun("reid", "reid_aerial_ground", "reid:baseline", task_options={"ids": 12}, needs=("bpy", "torch"),
+            needs=("blender",), full_only=True),
+    DemoRun("reid", "reid_aerial_ground", "reid:baseline", task_options={"ids": 12}, needs=("blender", "torch"),
             full_only=True),
     DemoRun("nvs", "nvs_synthetic", "gs:sh",
             task_options={"scenes": "textured", "size": 32, "train_views": 8, "test_views": 2},
-            model_settings={"steps": 200}, needs=("bpy", "torch"), full_only=True),
+            model_settings={"steps": 200}, needs=("blender", "torch"), full_only=True),
     # methods, statistics and decision making: every family's own reference backends
     DemoRun("conformal", "ocp_synthetic", "ocp:aci", task_options={"T": 2000}, small_options={"T": 500}),
     DemoRun("conformal", "ocp_synthetic", "ocp:pnorm", task_options={"T": 2000}, full_only=True),
@@ -178,9 +178,23 @@ def _write_longshot(folder: Path) -> None:
 FIXTURES: dict[str, Callable[[Path], None]] = {"qa": _write_qa, "longshot": _write_longshot}
 
 
+def _blender() -> bool:
+    """Blender runs out of process in its own venv (tests/setup.d/50-bpy.sh), as the 3D families find it."""
+    import os
+
+    explicit = os.environ.get("HARNESS_BPY_PYTHON")
+    cache = Path(os.environ.get("HARNESS_CACHE_DIR", Path.home() / ".cache" / "harness"))
+    return (Path(explicit) if explicit else cache / "venvs" / "bpy" / "bin" / "python").exists()
+
+
 def _missing(modules: tuple[str, ...]) -> list[str]:
+    """What of ``modules`` is not installed; ``"blender"`` is the bpy venv's Python, not a module."""
     out = []
     for name in modules:
+        if name == "blender":
+            if not _blender():
+                out.append("Blender (the bpy venv: HARNESS_BPY_PYTHON)")
+            continue
         try:
             found = importlib.util.find_spec(name) is not None
         except (ImportError, ValueError):
