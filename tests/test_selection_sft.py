@@ -106,10 +106,12 @@ def test_training_moves_lora_only_and_every_selector_stays_within_budget(split, 
     assert len(frozen) > 200 and all("lora_" not in n for n in frozen)
     probe = {n: frozen[n].detach().clone() for n in list(frozen)[::25]}
     start = {n: p.detach().clone() for n, p in trainable(lm)}
+    streams = []
     for method in SELECTORS:
         steps = 2 if method == "gfv" else 1
         plan = SFTPlan(method=method, steps=steps, pool=3, select=1, max_len=128, proj=16, lr=1e-2, device="cpu")
         rec = train_sft(plan, train, dev, hf=lora).record
+        streams.append(rec["pools"][:1])
         per_step = 3 if method == "full" else 1
         assert rec["budget_used"] == steps * per_step, method
         for pool, picked in zip(rec["pools"], rec["picks"], strict=True):
@@ -124,6 +126,7 @@ def test_training_moves_lora_only_and_every_selector_stays_within_budget(split, 
         with torch.no_grad():  # the next selector starts from the same adapters
             for n, p in trainable(lm):
                 p.copy_(start[n])
+    assert all(s == streams[0] for s in streams)  # one seed, one stream of pools, whoever selects
 
 
 def test_harness_eval_select_sft_stores_rows_and_a_bad_setting_is_an_error_row(tmp_path):

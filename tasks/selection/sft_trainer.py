@@ -155,7 +155,10 @@ def train_sft(plan: SFTPlan, train: list[SFTExample], dev: list[SFTExample] | No
     initial = {n: p.detach().clone() for n, p in params}
     n_params = sum(p.numel() for _, p in params)
     gen = torch.Generator().manual_seed(plan.seed)
-    proj = (torch.randn(plan.proj, n_params, generator=gen) / plan.proj**0.5).to(device) \
+    # its own generator: every selector then sees the same stream of pools for a seed
+    proj_gen = torch.Generator().manual_seed(plan.seed + 1)
+    pick_gen = torch.Generator().manual_seed(plan.seed + 2)
+    proj = (torch.randn(plan.proj, n_params, generator=proj_gen) / plan.proj**0.5).to(device) \
         if plan.method == "gfv" else None
     opt = torch.optim.AdamW([p for _, p in params], lr=plan.lr, weight_decay=0.0)
     dev_before = mean_nll(hf, dev or [], plan)
@@ -183,7 +186,7 @@ def train_sft(plan: SFTPlan, train: list[SFTExample], dev: list[SFTExample] | No
         if plan.method == "full":
             pick = list(range(len(idx)))
         elif plan.method == "random":
-            pick = torch.randperm(len(idx), generator=gen)[:plan.select].tolist()
+            pick = torch.randperm(len(idx), generator=pick_gen)[:plan.select].tolist()
         elif plan.method in ("loss", "entropy"):
             with torch.no_grad():
                 score = per_sample_losses(lm, batch, entropy=plan.method == "entropy")
