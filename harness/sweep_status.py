@@ -1,23 +1,20 @@
 """Where a sweep stands, per run, from the database alone: done / leased / pending / errors, rate, ETA.
 
-Done and errors count stored sample rows; leased counts live sample leases (a worker is on them
-now); pending is the rest of the run's planned samples. The rate is rows stored in the last minute.
+The counts are :func:`harness.store.progress.run_counts` (the same as the leaderboard's live run
+page), per run of the sweep, with the sweep's work units done / total beside them.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from datetime import timedelta
 from typing import Any
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from harness.store.schema import RunRow, SampleResultRow, utcnow
-from harness.store.schema_leases import SampleLeaseRow
+from harness.store.progress import run_counts
+from harness.store.schema import RunRow
 from harness.store.schema_sweeps import SweepRow, WorkUnitRow
-
-RATE_WINDOW_S = 60.0
 
 
 @dataclass
@@ -31,28 +28,11 @@ class RunProgressRow:
     pending: int
     units_done: int
     units_total: int
-    rate: float  # samples per second over the last minute
+    rate: float  # samples per second, recent
     eta_s: float | None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-def run_progress(s: Session, run_id: int, planned: int) -> dict[str, Any]:
-    """done / errors / leased / pending / rate / eta of one run (also the run page's live numbers)."""
-    now = utcnow()
-    done, errors = s.execute(select(func.count(SampleResultRow.id), func.count(SampleResultRow.error))
-                             .where(SampleResultRow.run_id == run_id)).one()
-    leased = s.scalar(select(func.count()).select_from(SampleLeaseRow).where(
-        SampleLeaseRow.run_id == run_id, SampleLeaseRow.expires_at >= now)) or 0
-    recent = s.scalar(select(func.count(SampleResultRow.id)).where(
-        SampleResultRow.run_id == run_id,
-        SampleResultRow.created_at >= now - timedelta(seconds=RATE_WINDOW_S))) or 0
-    pending = max(0, planned - int(done) - int(leased))
-    rate = recent / RATE_WINDOW_S
-    left = max(0, planned - int(done))
-    return {"done": int(done), "errors": int(errors), "leased": int(leased), "pending": pending,
-            "rate": rate, "eta_s": (left / rate) if rate > 0 and left else (0.0 if not left else None)}
 
 
 def sweep_progress(sessions: sessionmaker[Session], sweep_id: int) -> list[RunProgressRow]:
@@ -75,9 +55,10 @@ def sweep_progress(sessions: sessionmaker[Session], sweep_id: int) -> list[RunPr
             if run is None:
                 rows.append(RunProgressRow(name, "queued", planned, 0, 0, 0, planned, ud, ut, 0.0, None))
                 continue
-            p = run_progress(s, run.id, planned)
-            rows.append(RunProgressRow(name, run.status, planned, p["done"], p["errors"], p["leased"], p["pending"],
-                                       ud, ut, p["rate"], p["eta_s"]))
+            c = run_counts(s, run.id, planned, running=run.status == "running")
+            eta = 0.0 if c.done >= planned else c.eta_s
+            rows.append(RunProgressRow(name, run.status, planned, c.done, c.errors, c.leased, c.pending, ud, ut,
+                                       c.rate_per_s or 0.0, eta))
         return rows
 
 

@@ -11,19 +11,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from datetime import timedelta
 from typing import Any
 
 from sqlalchemy import func, select
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
-from harness.store.schema import RunRow, SampleResultRow, TaskRow, utcnow
-from harness.store.schema_leases import SampleLeaseRow
+from harness.store.progress import run_counts
+from harness.store.schema import RunRow, SampleResultRow, TaskRow
 
 from .sample_filter import score_value
 
-RATE_WINDOW_S = 120.0  # the rate is over the samples stored in the last two minutes: recent, not lifetime
 Z95 = 1.959963984540054
 
 
@@ -57,28 +55,8 @@ def run_progress(s: Session, run_id: int) -> Progress | None:
     if head is None:
         return None
     status, n_samples, metric = head
+    c = run_counts(s, run_id, n_samples or 0, running=status == "running")
     mine = SampleResultRow.run_id == run_id
-    done, errors = s.execute(select(func.count(SampleResultRow.id), func.count(SampleResultRow.error))
-                             .where(mine)).one()
-    unscored = s.scalar(select(func.count(SampleResultRow.id)).where(
-        mine, SampleResultRow.error.is_(None), SampleResultRow.unscored.is_not(None))) or 0
-    kinds = dict(s.execute(select(SampleResultRow.error_kind, func.count()).where(
-        mine, SampleResultRow.error.is_not(None)).group_by(SampleResultRow.error_kind)).all())
-    now = utcnow()
-    stored = select(SampleResultRow.id).where(mine, SampleResultRow.sample_id == SampleLeaseRow.sample_id,
-                                              SampleResultRow.epoch == SampleLeaseRow.epoch).exists()
-    leased = s.scalar(select(func.count()).select_from(SampleLeaseRow).where(
-        SampleLeaseRow.run_id == run_id, SampleLeaseRow.expires_at > now, ~stored)) or 0
-    pending = max(0, (n_samples or 0) - done - leased)
-    since = now - timedelta(seconds=RATE_WINDOW_S)
-    recent, first = s.execute(select(func.count(SampleResultRow.id), func.min(SampleResultRow.created_at))
-                              .where(mine, SampleResultRow.created_at >= since)).one()
-    rate = eta = None
-    if recent and first is not None:
-        span = max((now - first).total_seconds(), 1.0)
-        rate = recent / span if recent > 1 else None
-    if rate and status == "running":
-        eta = (pending + leased) / rate
     x = score_value(metric)
     try:
         n, mean, mean_sq = s.execute(select(func.count(x), func.avg(x), func.avg(x * x)).where(
@@ -93,5 +71,5 @@ def run_progress(s: Session, run_id: int) -> Progress | None:
             var = max(float(mean_sq) - value * value, 0.0) * n / (n - 1)
             half = Z95 * math.sqrt(var / n)
             lo, hi = value - half, value + half
-    return Progress(run_id, status, n_samples or 0, done, errors, unscored, leased, pending, rate, eta, metric,
-                    value, lo, hi, int(n or 0), {(k or "error"): v for k, v in kinds.items()})
+    return Progress(run_id, status, n_samples or 0, c.done, c.errors, c.unscored, c.leased, c.pending, c.rate_per_s,
+                    c.eta_s, metric, value, lo, hi, int(n or 0), c.error_kinds)
