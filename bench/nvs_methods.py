@@ -62,6 +62,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--size", type=int, default=64)
     ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--first-seed", type=int, default=0, help="seeds first..first+seeds-1 (split a run over processes)")
     ap.add_argument("--steps", type=int, default=400)
     ap.add_argument("--ff-steps", type=int, default=400)
     ap.add_argument("--gaussians", type=int, default=2000)
@@ -74,16 +75,18 @@ def main() -> None:
     if args.quick:
         args.size, args.seeds, args.steps, args.ff_steps, args.gaussians = 32, 1, 60, 60, 300
         args.scenes = "textured"
+    seeds = range(args.first_seed, args.first_seed + args.seeds)
     tmp = tempfile.mkdtemp(prefix="nvs-bench-")
     os.environ.setdefault("HARNESS_ARTIFACTS", os.path.join(tmp, "artifacts"))
     db = f"sqlite:///{tmp}/bench.db"
     one, five, _ = os.getloadavg()
-    print(f"nvs_synthetic scenes={args.scenes} size={args.size}px, seeds 0..{args.seeds - 1}, gs steps={args.steps} "
+    print(f"nvs_synthetic scenes={args.scenes} size={args.size}px, seeds {seeds.start}..{seeds.stop - 1}, "
+          f"gs steps={args.steps} "
           f"gaussians={args.gaussians}, ff steps={args.ff_steps}; load average {one:.1f}/{five:.1f} "
           f"({os.cpu_count()} cores)")
     opts = {"scenes": args.scenes, "size": args.size}
     gs: dict[str, list[dict[str, float]]] = {"gs:sh": [], "gs:neural_color": []}
-    for seed in range(0 if args.skip_gs else args.seeds):
+    for seed in seeds if not args.skip_gs else ():
         for spec in gs:
             settings = {"seed": seed, "steps": args.steps, "gaussians": args.gaussians, "device": args.device,
                         "cache": False}
@@ -100,7 +103,7 @@ def main() -> None:
         return
     ff: dict[str, list[dict[str, float]]] = {"tokens=false": [], "tokens=true": []}
     ff_opts = {"scenes": "repetitive" if not args.quick else args.scenes, "size": args.size}
-    for seed in range(args.seeds):
+    for seed in seeds:
         for name in ff:
             settings = {"seed": seed, "steps": args.ff_steps, "tokens": name.endswith("true"), "device": args.device,
                         "cache": False}
