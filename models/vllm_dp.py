@@ -66,8 +66,9 @@ class RayDataParallel:
             kwargs = {"include_dashboard": False, "log_to_driver": True, **(ray_init or {})}
             ray.init(address=ray_address, **kwargs)
             self._started_ray = True
-        actor_cls = ray.remote(num_gpus=gpus_per_replica, num_cpus=cpus_per_replica)(EngineActor)
-        self.actors = [actor_cls.remote(make_engine) for _ in range(dp)]
+        # Any: Ray's stubs type an actor handle's methods as plain callables without .remote
+        actor_cls: Any = ray.remote(num_gpus=gpus_per_replica, num_cpus=cpus_per_replica)(EngineActor)
+        self.actors: list[Any] = [actor_cls.remote(make_engine) for _ in range(dp)]
         ray.get([a.stats.remote() for a in self.actors])  # wait until every engine has loaded
 
     def run_batch(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
