@@ -19,6 +19,10 @@ reply, so the ideal rate at concurrency c is c / delay. At each concurrency, in 
 Printed per client: requests/s, % of ideal, % of the ceiling, ratio to the baseline, client CPU ms
 per request (process time: steadier than wall time on a loaded 2-core machine) and the server
 process's CPU ms per request (from /proc), whose inverse is what the server could serve on one core.
+Then, unless ``--no-stages``, one more (timed, so not measured) runner run splits its CPU per request
+by stage: request building, hashing, leases, the task's prompt and score, row building, JSON encoding
++ SQL insert, the commit, finalising, the garbage collector, and the rest (HTTP client, event loop);
+and says how long the oldest row waited for the commit that stored it.
 """
 
 from __future__ import annotations

@@ -8,6 +8,12 @@ sends its next request when the previous one is answered; gzip accepted, as brow
 generator is ``wrk`` (Debian package) when installed, else an aiohttp client (``--client``); neither
 decompresses, so the figures are the server's, not the load generator's.
 
+Scenarios per engine: the cached app alone; with ``--writes`` progress updates a second; with a
+concurrent ``harness eval`` (``--eval-samples``, the ``qa`` task against tests/openai_server.py,
+``--eval-concurrency`` calls in flight) writing sample rows into the same database at API rates;
+and the baseline. Each line ends with the machine's 1-minute load average (``os.getloadavg``) as
+that measurement ended and, under the eval, how many rows it wrote meanwhile.
+
 Baseline: the same app with its page cache turned off (``create_app(cache_entries=0)``), so every
 request queries the database and renders the page; the ratio printed is baseline p99 / cached p99.
 Target: cached p99 under 100 ms on a 2-core machine, on SQLite and PostgreSQL.
@@ -135,7 +141,10 @@ def build_db(url: str, n_models: int, n_tasks: int, n_samples: int, seed: int = 
             print(f"  {rid}/{len(runs)} runs of samples written ({time.perf_counter() - t0:.0f} s)", flush=True)
     if dialect == "postgresql":
         with engine.begin() as conn:
-            conn.exec_driver_sql("SELECT setval('sample_results_id_seq', (SELECT max(id) FROM sample_results))")
+            # ids were given explicitly: move the sequences past them, or the next insert (a
+            # concurrent eval's task, model and run rows) collides with them
+            for table in ("sample_results", "tasks", "models", "runs"):
+                conn.exec_driver_sql(f"SELECT setval('{table}_id_seq', (SELECT max(id) FROM {table}))")
             conn.exec_driver_sql("ANALYZE")
     engine.dispose()
     return time.perf_counter() - t0
