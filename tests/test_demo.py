@@ -86,6 +86,42 @@ def test_every_page_of_the_demo_loads(demo_db):
         assert len(ratings.get("ratings") or []) >= 2, ratings
 
 
+def _watch(page) -> list[str]:
+    problems: list[str] = []
+    page.on("console", lambda m: problems.append(f"console: {m.text}") if m.type == "error" else None)
+    page.on("pageerror", lambda e: problems.append(f"script: {e}"))
+    page.on("requestfailed", lambda r: problems.append(f"request: {r.url}"))
+    return problems
+
+
+def test_the_demo_pages_in_chromium_have_no_console_errors(demo_db):
+    """Every kind of page of the showcase, in a real browser at desktop and phone width: no console
+    error, no uncaught script error, no failed request (a missing static file or chart script)."""
+    from live_server import chromium, serve
+
+    from harness.leaderboard.app import create_app
+    from harness.store.db import open_db
+    from harness.store.schema import RunRow, TaskRow
+
+    folder, url, _ = demo_db
+    with open_db(url)() as s:
+        runs = list(s.scalars(select(RunRow.id)))
+        tasks = sorted(set(s.scalars(select(TaskRow.name))))
+    pages = ["/", "/tasks", "/models", "/runs", "/arena", "/arena/ratings", f"/compare?a={runs[0]}&b={runs[1]}"]
+    pages += [f"/tasks/{t}" for t in tasks[:6]] + [f"/runs/{r}" for r in runs[:6]]
+    app = create_app(url, media_roots=[str(folder / "renders")])
+    with serve(app) as base, chromium() as browser:
+        for width in (1366, 390):
+            page = browser.new_page(viewport={"width": width, "height": 900})
+            problems = _watch(page)
+            for path in pages:
+                resp = page.goto(base + path, wait_until="load")
+                assert resp is not None and resp.status == 200, (path, resp and resp.status)
+                page.wait_for_timeout(150)  # charts draw after load
+                assert not problems, (width, path, problems)
+            page.close()
+
+
 def test_only_one_family_and_bad_size(tmp_path):
     from typer.testing import CliRunner
 
