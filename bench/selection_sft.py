@@ -4,8 +4,9 @@ matched budget, in one run: LoRA fine-tuning of SmolLM2-135M-Instruct on GSM8K-s
 Same split, same label noise (``--noise``), same pool stream per seed, same budget (``--select`` of
 every ``--pool`` problems for ``--steps`` steps). Prints GSM8K exact match on the test problems
 (flexible and strict), held-out answer NLL before and after training, budget, share of corrupted
-problems selected and selection seconds per step, then GFV's ratios to each baseline. Defaults take
-about 6-8 minutes on one CPU core; on a GPU raise ``--steps``, ``--pool``, ``--n-test``.
+problems selected and selection seconds per step, then GFV's ratios to each baseline. Defaults took
+11 minutes (gfv 7, random 4) on a 2-core machine shared with other jobs; on a GPU raise
+``--steps``, ``--pool``, ``--n-test`` (and pass ``--device cuda``).
 
     python bench/selection_sft.py [--noise 0.3] [--steps 12] [--pool 8] [--select 2] [--seeds 1]
                                   [--methods gfv,random] [--n-test 32] [--device auto]
