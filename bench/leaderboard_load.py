@@ -329,11 +329,12 @@ class ConcurrentEval:
         if not line.startswith("READY"):
             raise RuntimeError(f"the API stand-in did not start: {line!r}")
         base_url = f"http://127.0.0.1:{int(line.split()[1])}/v1"
+        self.run_name = f"bench-eval-{time.time_ns()}"
         harness_cli = Path(sys.executable).with_name("harness")
         self.proc = subprocess.Popen(
             [str(harness_cli), "eval", "-t", "qa", "-T", f"path={data}", "-m", "openai:test", "-M",
              f"base_url={base_url}", "-M", "max_retries=0", "--concurrency", str(self.concurrency), "--no-cache",
-             "--no-progress", "--run-name", f"bench-eval-{time.time_ns()}", "--db", self.url],
+             "--no-progress", "--run-name", self.run_name, "--db", self.url],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**os.environ, "OMP_NUM_THREADS": "1"})
         self.started = time.monotonic()
         # measure once rows are flowing: the eval's start-up (imports, loading the task) is not its load
@@ -349,8 +350,8 @@ class ConcurrentEval:
         engine = create_engine(self.url)
         try:
             with engine.connect() as conn:
-                return int(conn.execute(text("SELECT coalesce(max(n_done), 0) FROM runs WHERE name LIKE 'bench-eval-%' "
-                                             "AND status = 'running'")).scalar() or 0)
+                return int(conn.execute(text("SELECT coalesce(max(n_done), 0) FROM runs WHERE name = :name"),
+                                        {"name": self.run_name}).scalar() or 0)
         finally:
             engine.dispose()
 
