@@ -16,6 +16,8 @@ stays fast however many families are installed:
   as JSON) drawn on the leaderboard's task page;
 - ``public_view``: ``"module"`` with ``is_hidden(metadata) -> bool``, ``redact_details(details)``
   and ``redact_row(row)``: the rule that keeps harmful text off public pages;
+- ``fixture``: ``"module:function"`` ``write(folder)`` that writes the family's offline fixture
+  (generated data a demo or a newcomer can evaluate on without downloads);
 - ``docs``: the family's README, relative to its package.
 
 The core and the leaderboard reach a family only through these strings (see
@@ -38,6 +40,7 @@ class Family:
     cli_help: str = ""
     charts: str | None = None
     public_view: str | None = None
+    fixture: str | None = None  # "module:function(folder)": writes the offline fixture `harness demo` uses
     docs: str = "README.md"
     package: str = ""  # the family's package (for docs and data); default: the manifest's package
 

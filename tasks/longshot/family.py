@@ -9,4 +9,5 @@ FAMILY = Family(
     backends=("harness.tasks.longshot.agent.backend",),
     cli="harness.tasks.longshot.cli:app",
     cli_help="Build the offline LongShOTBench fixture",
+    fixture="harness.tasks.longshot.synth:build_fixture",
 )

@@ -14,6 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from harness.data import DatasetError
 from harness.registry import task
 from harness.task import Task
 from harness.tasks.nvs.scenes import SCENES, Scene, View
@@ -103,7 +104,7 @@ def nvs_folder(path: str = "", layout: str = "nerf", index: str = "", llffhold: 
     from harness.tasks.nvs.scenes import from_layout
 
     if not path:
-        raise ValueError("nvs_folder needs -T path=DIR (a scene folder, or for dl3dv a folder of scenes)")
+        raise DatasetError("nvs_folder needs -T path=DIR (a scene folder, or for dl3dv a folder of scenes)")
     if layout not in LAYOUTS:
         raise ValueError(f"unknown -T layout {layout!r}; choose one of {', '.join(LAYOUTS)}")
     if layout == "dl3dv" and not index:
