@@ -32,7 +32,8 @@ def make_task_file(folder: Path, n: int) -> Path:
     return path
 
 
-def one(db_url: str, data: Path, workers: int, delay: float, concurrency: int, samples: int) -> dict[str, float]:
+def one(db_url: str, data: Path, workers: int, delay: float, concurrency: int, samples: int,
+        unit_size: int | None = None) -> dict[str, float]:
     from sqlalchemy import func, select
 
     from harness.store.db import open_db
@@ -47,7 +48,7 @@ def one(db_url: str, data: Path, workers: int, delay: float, concurrency: int, s
     # (a fresh seed per measurement: a new run, not a resumed one)
     # the units are sized so that every worker gets several (the default), leases renew every 10 s
     t0 = time.perf_counter()
-    result = start(sessions, db_url, matrix, SweepOptions(workers=workers, progress=False, max_slots=1,
+    result = start(sessions, db_url, matrix, SweepOptions(workers=workers, unit_size=unit_size, progress=False, max_slots=1,
                                                          say=lambda _t: None))
     wall = time.perf_counter() - t0
     run_name = result.runs[0]["run"]
@@ -73,6 +74,7 @@ def main() -> None:
     ap.add_argument("--delay", type=float, default=0.05)
     ap.add_argument("--concurrency", type=int, default=8, help="calls in flight per worker")
     ap.add_argument("--workers", default="1,2,4,8")
+    ap.add_argument("--unit-size", type=int, default=None, help="samples per work unit (default: the sweep's)")
     ap.add_argument("--db", default=None, help="database URL (default: a fresh SQLite file)")
     args = ap.parse_args()
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
@@ -91,7 +93,7 @@ def main() -> None:
     print(f"{'workers':>7} {'samples/s':>10} {'vs N x 1 worker':>16} {'wall s':>7} {'lost':>5} {'dup':>4}  load")
     base = None
     for n in counts:
-        r = one(db_url, data, n, args.delay, args.concurrency, args.samples)
+        r = one(db_url, data, n, args.delay, args.concurrency, args.samples, args.unit_size)
         base = base or r["rate"]
         load = os.getloadavg()[0]
         print(f"{n:>7} {r['rate']:>10.1f} {r['rate'] / (n * base):>16.2f} {r['wall_s']:>7.1f} {r['lost']:>5} "
