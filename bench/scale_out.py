@@ -46,10 +46,10 @@ def one(db_url: str, data: Path, workers: int, delay: float, concurrency: int, s
     matrix = Matrix([("qa", {"path": str(data)})], [("builtin:number", settings, Resources())],
                     seeds=[time.time_ns() % 1_000_000_007], name=f"scale-{workers}-{time.time_ns()}", limit=samples)
     # (a fresh seed per measurement: a new run, not a resumed one)
-    # the units are sized so that every worker gets several (the default), leases renew every 10 s
+    # by default the units are sized so that every worker gets several
+    opts = SweepOptions(workers=workers, unit_size=unit_size, progress=False, max_slots=1, say=lambda _t: None)
     t0 = time.perf_counter()
-    result = start(sessions, db_url, matrix, SweepOptions(workers=workers, unit_size=unit_size, progress=False, max_slots=1,
-                                                         say=lambda _t: None))
+    result = start(sessions, db_url, matrix, opts)
     wall = time.perf_counter() - t0
     run_name = result.runs[0]["run"]
     work = sum(w.get("seconds", 0.0) for w in result.workers) / max(1, len(result.workers))
