@@ -460,16 +460,19 @@ class OpenAIModel:
             return [await self._generate_one(requests[0])]
         return list(await asyncio.gather(*(self._generate_one(r) for r in requests)))
 
+    async def _body(self, request: Request) -> tuple[str, dict[str, Any]]:
+        """The endpoint path and JSON body; frame decoding and base64 are CPU work, so a request with
+        media is built off the event loop."""
+        if any(not _text_only(m) for m in request.messages):
+            return await asyncio.to_thread(request_body, request, self.settings)
+        return request_body(request, self.settings)
+
     async def _generate_one(self, request: Request) -> Output:
         http, limit = self._session()
         async with limit:
             started = time.perf_counter()
             try:
-                # frame decoding and base64 are CPU work: off the event loop when there is media
-                if any(not _text_only(m) for m in request.messages):
-                    path, body = await asyncio.to_thread(request_body, request, self.settings)
-                else:
-                    path, body = request_body(request, self.settings)
+                path, body = await self._body(request)
             except (media.MediaError, ValueError) as exc:
                 return Output(error=f"input: {exc}", details={"error_kind": "input"})
             try:
@@ -551,99 +554,19 @@ class OpenAIModel:
         async with limit:
             started = time.perf_counter()
             try:
-                if any(not _text_only(m) for m in request.messages):
-                    path, body = await asyncio.to_thread(request_body, request, self.settings)
-                else:
-                    path, body = request_body(request, self.settings)
+                path, body = await self._body(request)
             except (media.MediaError, ValueError) as exc:
                 yield Output(error=f"input: {exc}", details={"error_kind": "input"})
                 return
             body = {**body, "stream": True, "stream_options": {"include_usage": True}}
+            from harness.models.openai_stream import stream_with_retries
+
             try:
-                async for item in self._stream_with_retries(http, path, body, started):
+                async for item in stream_with_retries(self, http, path, body, started):
                     yield item
             except Exception as exc:
                 yield Output(error=_one_line(exc), usage=Usage(seconds=time.perf_counter() - started),
                              details={"error_kind": error_kind(exc)})
-
-    async def _stream_with_retries(self, http: Any, path: str, body: dict[str, Any],
-                                   started: float) -> AsyncIterator[str | Output]:
-        import aiohttp
-        import openai
-
-        url = self.settings.base_url + path
-        payload = json.dumps(body, ensure_ascii=False).encode()
-        error: Exception | None = None
-        yielded = False
-        for attempt in range(self.settings.max_retries + 1):
-            wait_hint: float | None = None
-            try:
-                async with http.post(url, data=payload, proxy=self._proxy) as resp:
-                    if resp.status == 200:
-                        async for item in self._read_events(resp, started):
-                            yielded = True
-                            yield item
-                        return
-                    raw = await resp.read()
-                    error = status_error(url, resp.status, dict(resp.headers), raw)
-                    retryable = resp.status in RETRY_STATUS or resp.status >= 500
-                    wait_hint = retry_after(resp.headers)
-            except TimeoutError:
-                error, retryable = openai.APITimeoutError(request=_httpx().Request("POST", url)), not yielded
-            except aiohttp.ClientError as exc:
-                error = openai.APIConnectionError(message=f"Connection error: {_one_line(exc)}",
-                                                  request=_httpx().Request("POST", url))
-                retryable = not yielded  # part of the text is on the voter's screen: no restart
-            if not retryable or attempt == self.settings.max_retries:
-                break
-            await asyncio.sleep(self._backoff(attempt, wait_hint))
-        assert error is not None
-        yield Output(error=_one_line(error), usage=Usage(seconds=time.perf_counter() - started),
-                     details={"error_kind": error_kind(error)})
-
-    async def _read_events(self, resp: Any, started: float) -> AsyncIterator[str | Output]:
-        """Parse the SSE body: ``data: {chunk}`` lines until ``data: [DONE]`` (comments and other
-        fields skipped). Chunks are read as plain dicts: compatible servers differ in which of the
-        SDK's required chunk fields they send."""
-        n_in = n_out = 0
-        usage_seen = False
-        details: dict[str, Any] = {"streamed": True}
-        text_key = "delta" if self.settings.mode == "chat" else None
-        async for raw_line in resp.content:
-            line = raw_line.strip()
-            if not line.startswith(b"data:"):
-                continue
-            data = line[5:].strip()
-            if data == b"[DONE]":
-                break
-            try:
-                chunk = json.loads(data)
-            except ValueError:
-                raise _BadReply(f"stream event is not JSON: {data[:80]!r}") from None
-            if not isinstance(chunk, dict):
-                continue
-            if chunk.get("error"):
-                err = chunk["error"]
-                raise _BadReply(f"server error mid-stream: {err.get('message') if isinstance(err, dict) else err}")
-            usage = chunk.get("usage")
-            if isinstance(usage, dict):
-                usage_seen = True
-                n_in = int(usage.get("prompt_tokens") or 0)
-                n_out = int(usage.get("completion_tokens") or 0)
-            for choice in chunk.get("choices") or []:
-                if not isinstance(choice, dict) or choice.get("index", 0) != 0:
-                    continue
-                if choice.get("finish_reason"):
-                    details["finish_reason"] = choice["finish_reason"]
-                piece = (choice.get(text_key) or {}).get("content") if text_key else choice.get("text")
-                if piece:
-                    yield str(piece)
-        if not usage_seen:
-            details["usage"] = "not reported by server"
-        seconds = time.perf_counter() - started
-        cost = (n_in * self.price_in + n_out * self.price_out) / 1_000_000
-        yield Output(details=details,
-                     usage=Usage(input_tokens=n_in, output_tokens=n_out, calls=1, seconds=seconds, cost=cost))
 
     async def aclose(self) -> None:
         if self._http is not None and not self._http.closed:
