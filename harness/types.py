@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
@@ -289,6 +290,17 @@ class Metric:
 
 # json.dumps with these options builds an encoder per call; one built once encodes the same text
 _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def options_part(messages: Sequence[Message], key: str, what: str) -> dict[str, Any]:
+    """The options of the first content part that carries ``key``: how method tasks hand a structured
+    problem (a stream, a decision problem, a feature vector) to their backends. ``what`` names it in
+    the error when no part carries one."""
+    for m in messages:
+        for part in m.content:
+            if part.options and key in part.options:
+                return part.options
+    raise ValueError(f"{what} (options[{key!r}])")
 
 
 def stable_hash(obj: Any) -> str:

@@ -25,18 +25,14 @@ from harness.tasks.conformal.forecasters import FORECASTERS
 from harness.tasks.conformal.learners import DEFAULTS, METHODS
 from harness.tasks.conformal.online import encode, run_online
 from harness.tasks.conformal.streams import nan_steps, parse_levels
-from harness.types import Output, Request, Usage
+from harness.types import Output, Request, Usage, options_part
 
 GENERATION = GENERATION_KEYS  # applied to requests by the model client; nothing for the method
 SETTINGS = {"lr", "wealth", "grid", "gamma"}
 
 
 def _stream_options(request: Request) -> dict[str, Any]:
-    for m in request.messages:
-        for p in m.content:
-            if p.options and "stream" in p.options:
-                return p.options
-    raise ValueError("the request carries no stream (options['stream'])")
+    return options_part(request.messages, "stream", "the request carries no stream")
 
 
 @dataclass

@@ -42,6 +42,7 @@ from harness.types import (
     Score,
     lower,
     neutral,
+    options_part,
     stable_hash,
 )
 
@@ -62,11 +63,7 @@ METRICS: dict[str, MetricInfo] = {
 
 
 def stream_part(sample: Sample) -> dict[str, Any]:
-    for m in sample.messages:
-        for p in m.content:
-            if p.options and "stream" in p.options:
-                return p.options
-    raise ValueError("sample carries no stream")
+    return options_part(sample.messages, "stream", "sample carries no stream")
 
 
 def make_sample(sid: str, series: list[float], levels: tuple[float, ...], forecaster: str, burn_in: int,

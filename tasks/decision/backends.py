@@ -17,15 +17,11 @@ from typing import Any
 from harness.modelspec import validate_settings
 from harness.registry import model
 from harness.tasks.decision.agents import AGENTS, View, decide
-from harness.types import Output, Request, Usage
+from harness.types import Output, Request, Usage, options_part
 
 
 def _view_options(request: Request) -> dict[str, Any]:
-    for m in request.messages:
-        for p in m.content:
-            if p.options and "prior" in p.options:
-                return p.options
-    raise ValueError("the request carries no decision problem (options['prior'])")
+    return options_part(request.messages, "prior", "the request carries no decision problem")
 
 
 @dataclass

@@ -45,6 +45,7 @@ from harness.types import (
     higher,
     lower,
     neutral,
+    options_part,
     stable_hash,
 )
 
@@ -71,11 +72,7 @@ def policy_belief(prior: str, gamma: float, gamma0: float | None) -> float:
 
 
 def view_options(sample: Sample) -> dict[str, Any]:
-    for m in sample.messages:
-        for p in m.content:
-            if p.options and "prior" in p.options:
-                return p.options
-    raise ValueError("the sample carries no decision problem (options['prior'])")
+    return options_part(sample.messages, "prior", "the sample carries no decision problem")
 
 
 def score(sample: Sample, output: Output, ctx: ScoreContext) -> Score:

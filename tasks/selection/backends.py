@@ -18,15 +18,11 @@ from typing import Any
 
 from harness.modelspec import validate_settings as check_settings
 from harness.registry import model
-from harness.types import Output, Request, Sample, Usage
+from harness.types import Output, Request, Sample, Usage, options_part
 
 
 def _features(messages: Any) -> list[float]:
-    for m in messages:
-        for p in m.content:
-            if p.options and "features" in p.options:
-                return [float(v) for v in p.options["features"]]
-    raise ValueError("no feature vector in the request (options['features'])")
+    return [float(v) for v in options_part(messages, "features", "no feature vector in the request")["features"]]
 
 
 @dataclass

@@ -31,6 +31,7 @@ from harness.types import (
     higher,
     lower,
     neutral,
+    options_part,
     stable_hash,
 )
 
@@ -47,11 +48,7 @@ PASSED = ("transport_cost", "restart_spread", "stability_ratio", "seconds")
 
 
 def problem_part(messages: list[Message]) -> dict[str, Any]:
-    for m in messages:
-        for p in m.content:
-            if p.options and "source" in p.options:
-                return p.options
-    raise ValueError("the request carries no transport problem (options['source'])")
+    return options_part(messages, "source", "the request carries no transport problem")
 
 
 def make_sample(sid: str, D: dict[str, Any], meta: dict[str, Any]) -> Sample:
