@@ -252,3 +252,21 @@ def test_moves_are_counted_and_both_phases_do_work():
     res = batched_hartigan(X, init)
     assert res.converged and res.parallel_moves > 0 and res.sequential_moves > 0
     assert res.history[-1] < res.history[0]
+
+
+def test_start_from_a_given_partition_and_reject_bad_ones():
+    """A random partition as the start (Telgarsky and Vattani's comparison): both methods begin from
+    exactly that partition's objective, end at a Hartigan optimum below it; bad partitions are refused."""
+    X, _ = make_blobs(1500, 6, centers=8, cluster_std=2.0, random_state=4)
+    k = 8
+    labels = np.random.default_rng(0).integers(k, size=len(X))
+    start = objective(X, labels, k)
+    for method in (batched_hartigan, sequential_hartigan):
+        res = method(X, np.zeros((k, 6)), labels=labels.copy())
+        assert res.history[0] == pytest.approx(start, rel=1e-12)
+        assert res.objective < 0.5 * start and _hartigan_stable(X, res.labels, k)
+    one_empty = labels.copy()
+    one_empty[one_empty == 3] = 2
+    for bad, msg in [(labels[:-1], "shape"), (labels + 1, r"\[0, 8\)"), (one_empty, "cluster 3")]:
+        with pytest.raises(ValueError, match=msg):
+            batched_hartigan(X, np.zeros((k, 6)), labels=bad)

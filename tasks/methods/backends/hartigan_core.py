@@ -132,6 +132,20 @@ def _initial_partition(X: np.ndarray, init: np.ndarray) -> np.ndarray:
     return labels
 
 
+def _given_partition(labels: np.ndarray, n: int, k: int) -> np.ndarray:
+    """A caller's starting partition, checked: Hartigan moves never empty a cluster, so every one
+    of the k clusters must start non-empty."""
+    out = np.array(labels, dtype=np.int64, copy=True)
+    if out.shape != (n,):
+        raise ValueError(f"labels has shape {out.shape}, expected ({n},)")
+    if out.size and (out.min() < 0 or out.max() >= k):
+        raise ValueError(f"labels must lie in [0, {k})")
+    empty = np.flatnonzero(np.bincount(out, minlength=k) == 0)
+    if empty.size:
+        raise ValueError(f"cluster {int(empty[0])} of the starting partition is empty")
+    return out
+
+
 def _sequential_move(x: np.ndarray, i: int, C: np.ndarray, counts: np.ndarray, sums: np.ndarray,
                      floor: float) -> int:
     """Re-score x's best Hartigan move exactly against the current state and apply it; returns the
@@ -235,9 +249,11 @@ def sequential_accept(x: np.ndarray, src: np.ndarray, dst: np.ndarray, C: np.nda
         cnt -= cnt[first][group]
         ni = n_src + cnt[src_slot]
         nj = n_dst + cnt[dst_slot]
-        a = u - T[src_slot] / ni[:, None]  # x - c_i in the state the move meets
-        b = v - T[dst_slot] / nj[:, None]
+        # a round's state still counts moves this round will reject, so a cluster can look empty
+        # (size 0): those divisions give inf/nan, whose gain fails the test below
         with np.errstate(divide="ignore", invalid="ignore"):
+            a = u - T[src_slot] / ni[:, None]  # x - c_i in the state the move meets
+            b = v - T[dst_slot] / nj[:, None]
             gain = np.where(ni > 1.0, ni / (ni - 1.0) * _rowdot(a, a), -np.inf) - nj / (nj + 1.0) * _rowdot(b, b)
         bad = active & ~(gain > floor)
         if not bad.any():
@@ -316,8 +332,11 @@ def _update_bounds(C_old: np.ndarray, C_new: np.ndarray, counts_old: np.ndarray,
 
 def batched_hartigan(X: np.ndarray, init: np.ndarray, *, max_iter: int = 1000, seq_cap: int | None = None,
                      on_iteration: Callable[[int, float, int, int], None] | None = None,
-                     track_objective: bool = True) -> HartiganResult:
+                     track_objective: bool = True, labels: np.ndarray | None = None) -> HartiganResult:
     """Batched Hartigan from initial centres ``init`` (e.g. k-means++ seeds); see the module doc.
+
+    ``labels`` starts from that partition instead of the nearest-seed one (``init`` then only
+    gives k): a random partition is the start of Telgarsky and Vattani's comparison with Lloyd.
 
     ``seq_cap`` caps the moves the sequential phase considers per iteration (largest gains first;
     None: all, 0: parallel-safe moves only). Scoring is incremental: each point keeps an upper bound
@@ -333,7 +352,8 @@ def batched_hartigan(X: np.ndarray, init: np.ndarray, *, max_iter: int = 1000, s
     # centred copy: the objective is translation invariant and the |x|^2 expansion loses less
     mean = X.mean(axis=0)
     Xc = X - mean
-    labels = _initial_partition(Xc, np.asarray(init, dtype=np.float64) - mean)
+    labels = (_initial_partition(Xc, np.asarray(init, dtype=np.float64) - mean) if labels is None
+              else _given_partition(labels, n, k))
     counts = np.bincount(labels, minlength=k).astype(np.float64)
     sums = _cluster_sums(Xc, labels, k)
     x_sq = _rowdot(Xc, Xc)
@@ -444,13 +464,16 @@ def _apply(x: np.ndarray, src: np.ndarray, dst: np.ndarray, sums: np.ndarray, co
 
 
 def sequential_hartigan(X: np.ndarray, init: np.ndarray, *, max_sweeps: int = 100,
-                        on_iteration: Callable[[int, float, int, int], None] | None = None) -> HartiganResult:
+                        on_iteration: Callable[[int, float, int, int], None] | None = None,
+                        labels: np.ndarray | None = None) -> HartiganResult:
     """Classical Hartigan: sweep the points in order, applying each improving move at once (the
-    reference the batched method must match in kind: it stops at a Hartigan local optimum too)."""
+    reference the batched method must match in kind: it stops at a Hartigan local optimum too).
+    ``labels`` as in ``batched_hartigan``."""
     t0 = time.perf_counter()
     X = np.ascontiguousarray(X, dtype=np.float64)
     n, k = X.shape[0], init.shape[0]
-    labels = _initial_partition(X, np.asarray(init, dtype=np.float64))
+    labels = (_initial_partition(X, np.asarray(init, dtype=np.float64)) if labels is None
+              else _given_partition(labels, n, k))
     counts = np.bincount(labels, minlength=k).astype(np.float64)
     sums = _cluster_sums(X, labels, k)
     C = sums / counts[:, None]
