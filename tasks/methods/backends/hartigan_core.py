@@ -202,7 +202,8 @@ def parallel_safe(x: np.ndarray, src: np.ndarray, dst: np.ndarray, C: np.ndarray
     hi = counts[src] + in_c[src]
     du = np.sqrt(_rowdot(u, u))
     lower = np.maximum(du**2 - 2.0 * L / lo, np.maximum(du - t_max / lo, 0.0) ** 2)
-    remove = hi / (hi - 1.0) * lower
+    with np.errstate(divide="ignore", invalid="ignore"):  # a singleton source (hi = 1): refused below
+        remove = hi / (hi - 1.0) * lower
     # target, own offset left out; the worst case of -v . T
     Pd = P[dst] - np.maximum(v, 0.0)
     Nd = N[dst] - np.maximum(-v, 0.0)
