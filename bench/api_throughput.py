@@ -21,8 +21,9 @@ per request (process time: steadier than wall time on a loaded 2-core machine) a
 process's CPU ms per request (from /proc), whose inverse is what the server could serve on one core.
 Then, unless ``--no-stages``, one more (timed, so not measured) runner run splits its CPU per request
 by stage: request building, hashing, leases, the task's prompt and score, row building, JSON encoding
-+ SQL insert, the commit, finalising, the garbage collector, and the rest (HTTP client, event loop);
-and says how long the oldest row waited for the commit that stored it.
++ SQL insert and the commit (both on the writer's thread, beside the event loop), finalising, the
+garbage collector, and the rest (HTTP client, event loop); and says how long the oldest row waited
+for the commit that stored it.
 """
 
 from __future__ import annotations
@@ -126,41 +127,57 @@ async def client_ceiling(base_url: str, concurrency: int) -> tuple:
 
 
 class StageClock:
-    """CPU time (process time) per stage of the runner, each stage's own time without the stages it
-    calls: wrappers around the runner's synchronous pieces, and the cyclic collector's passes."""
+    """CPU time per stage of the runner, each stage's own time without the stages it calls:
+    wrappers around the runner's synchronous pieces, and the cyclic collector's passes. Times are
+    per thread (``thread_time``, a stack per thread): the commits run on the writer's thread while
+    the event loop goes on, and process time would charge one thread's work to the other's stage."""
 
     def __init__(self) -> None:
+        import threading
+
         self.own: dict[str, float] = {}
-        self._stack: list[float] = []
+        self._local = threading.local()
+        self._lock = threading.Lock()
         self._undo: list[Callable[[], None]] = []
-        self._gc_start = 0.0
+
+    def _stack(self) -> list[float]:
+        stack = getattr(self._local, "stack", None)
+        if stack is None:
+            stack = self._local.stack = []
+        return stack
+
+    def _add(self, stage: str, spent: float) -> None:
+        with self._lock:
+            self.own[stage] = self.own.get(stage, 0.0) + spent
 
     def wrap(self, owner: object, attr: str, stage: str) -> None:
         original = getattr(owner, attr)
 
         def timed(*args: object, **kwargs: object) -> object:
-            self._stack.append(0.0)
-            t0 = time.process_time()
+            stack = self._stack()
+            stack.append(0.0)
+            t0 = time.thread_time()
             try:
                 return original(*args, **kwargs)
             finally:
-                spent = time.process_time() - t0
-                inner = self._stack.pop()
-                self.own[stage] = self.own.get(stage, 0.0) + spent - inner
-                if self._stack:
-                    self._stack[-1] += spent
+                spent = time.thread_time() - t0
+                inner = stack.pop()
+                self._add(stage, spent - inner)
+                if stack:
+                    stack[-1] += spent
 
         setattr(owner, attr, timed)
         self._undo.append(lambda: setattr(owner, attr, original))
 
     def _gc(self, phase: str, info: dict[str, int]) -> None:
         if phase == "start":
-            self._gc_start = time.process_time()
+            self._local.gc_start = time.thread_time()
         else:
-            spent = time.process_time() - self._gc_start
-            self.own["garbage collector"] = self.own.get("garbage collector", 0.0) + spent
-            if self._stack:  # a collection runs inside whatever allocated: not that stage's own time
-                self._stack[-1] += spent
+            spent = time.thread_time() - getattr(self._local, "gc_start", time.thread_time())
+            self._add("garbage collector", spent)
+            stack = self._stack()
+            if stack:  # a collection runs inside whatever allocated: not that stage's own time
+                stack[-1] += spent
 
     def __enter__(self) -> StageClock:
         import gc
@@ -186,8 +203,8 @@ class StageClock:
             (runner.Runner, "_request", "request building"), (types.Request, "to_dict", "request building"),
             (client.ModelClient, "cache_key", "hashing"), (leases, "claim", "leases"),
             (runner.Runner, "_row", "row building"), (writer.SampleWriter, "record", "row building"),
-            (ops, "write_samples", "JSON encoding + SQL insert"),
-            (writer.SampleWriter, "flush", "commit (counts, leases)"),
+            (ops, "write_samples", "JSON encoding + SQL insert (writer thread)"),
+            (writer.SampleWriter, "_write", "commit (counts, leases; writer thread)"),
             (runner.Runner, "finalize", "finalize (aggregate)"), (runner.Runner, "open_run", "start"),
         ]:
             self.wrap(owner, attr, stage)

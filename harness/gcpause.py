@@ -15,7 +15,7 @@ import gc
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-YOUNG_THRESHOLD_FACTOR = 10
+YOUNG_THRESHOLD_FACTOR = 100
 
 _depth = 0
 _saved: tuple[int, int, int] | None = None

@@ -112,7 +112,7 @@ class Runner:
     def _client(self, model: Model, settings: dict[str, Any], **kwargs: Any) -> ModelClient:
         # cache rows of every role go out with the samples' group commit
         return ModelClient(model, settings=settings, sessions=self.sessions, use_cache=self.cfg.use_cache,
-                           cache_sink=self.writer.cache_rows.extend, **kwargs)
+                           cache_sink=self.writer.add_cache_rows, **kwargs)
 
     def prepare_model(self) -> Model:
         if self._model is None:
@@ -259,6 +259,9 @@ class Runner:
     def flush(self, run_id: int, force: bool = False) -> None:
         self.writer.flush(force)
 
+    async def flush_async(self, run_id: int) -> None:
+        await self.writer.flush_async()
+
     async def _score(self, item: _Item, output: Output, ctx: ScoreContext) -> Score:
         result = self.task.score(item.sample, output, ctx)
         if inspect.isawaitable(result):
@@ -396,9 +399,11 @@ class Runner:
         # whatever happened, what finished is written and the run's status and metrics say so; the
         # first failure is what the caller sees
         try:
-            self.flush(run.id, force=True)
+            self.flush(run.id, force=True)  # after the commit in flight, if any
         except StoreWriteError as exc:
             status, error = "failed", error or exc
+        finally:
+            self.writer.close()
         try:
             metrics = self.release(run.id) if self.unit and status == "finished" else self.finalize(run.id, status)
         except Exception as exc:
@@ -450,7 +455,7 @@ class Runner:
                 for item in chunk:  # recorded: the pending list need not keep its request and reply alive
                     item.request = item.request_dict = item.output = None
                 advance(before)
-                self.flush(run_id)
+                await self.flush_async(run_id)
 
         done = asyncio.Event()
 
@@ -470,7 +475,7 @@ class Runner:
                 try:
                     await asyncio.wait_for(done.wait(), TICK_SECONDS)
                 except TimeoutError:
-                    self.flush(run_id)
+                    await self.flush_async(run_id)
 
         try:
             with progress:

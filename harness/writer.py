@@ -6,11 +6,20 @@ verdicts of the same window; the run's counts are kept up by what each commit in
 process's sample leases are renewed every ``RENEW_SECONDS``. A failed write is retried once after
 sanitising the values (NUL bytes, lone surrogates: the row records what changed), then with back-off; after
 ``WRITE_ATTEMPTS`` the run fails loudly, counting what could not be stored.
+
+During a run the commits run on a thread of their own (``flush_async``), one at a time: a commit of
+a second's rows takes tens of milliseconds, and on the event loop it held back every reply that
+arrived meanwhile (at API rates, most of the gap between the runner and a bare client). The
+buffers are swapped on the loop, so rows keep arriving while the previous ones are written; the
+SQL driver's own work runs without the GIL. In-memory SQLite (one connection per thread) writes
+inline.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from sqlalchemy.orm import Session, sessionmaker
@@ -52,6 +61,10 @@ class SampleWriter:
         self.n_new = self.n_err = self.n_unscored = 0
         self.error_kinds: dict[str, int] = {}
         self.unwritten = 0  # finished samples a failed write lost (the run then fails loudly)
+        self._pool: ThreadPoolExecutor | None = None
+        self._inflight: Future[None] | None = None
+        url = sessions.kw["bind"].url if sessions.kw.get("bind") is not None else None
+        self._inline = url is not None and url.get_backend_name() == "sqlite" and url.database in (None, "", ":memory:")
 
     def record(self, row: dict[str, Any]) -> None:
         if not self.rows:
@@ -65,18 +78,71 @@ class SampleWriter:
         elif row["unscored"] is not None:
             self.n_unscored += 1
 
-    def flush(self, force: bool = False) -> None:
+    def add_cache_rows(self, rows: list[dict[str, Any]]) -> None:
+        """The model client's cache sink: always the current buffer (a bound ``cache_rows.extend``
+        would keep filling the list a commit already took)."""
+        self.cache_rows.extend(rows)
+
+    def due(self, force: bool = False) -> bool:
         now = time.monotonic()
-        if (not force and len(self.rows) < FLUSH_ROWS and now - self.last_flush < FLUSH_SECONDS
-                and (self.oldest is None or now - self.oldest < FLUSH_DUE)):
-            return
+        return force or len(self.rows) >= FLUSH_ROWS or now - self.last_flush >= FLUSH_SECONDS or (
+            self.oldest is not None and now - self.oldest >= FLUSH_DUE)
+
+    def _take(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]], float] | None:
+        """The buffered rows, handed over for a commit (the buffers start afresh), or None if empty."""
+        now = time.monotonic()
         self.last_flush, self.oldest = now, None
         if not (self.rows or self.cache_rows or self.judgements) or self.run_id is None:
+            return None
+        batch = self.rows, self.cache_rows, self.judgements, now
+        self.rows, self.cache_rows, self.judgements = [], [], []
+        return batch
+
+    def flush(self, force: bool = False) -> None:
+        """Commit what is buffered, here and now, if it is due (waits for a commit in flight first)."""
+        self.wait()
+        if not self.due(force):
             return
+        batch = self._take()
+        if batch is not None:
+            self._write(*batch)
+
+    async def flush_async(self, force: bool = False) -> None:
+        """``flush`` without holding up the event loop: the commit runs on the writer's thread. A
+        commit already in flight makes this a no-op (its successor starts at the next check)."""
+        if self._inflight is not None or not self.due(force):
+            return
+        batch = self._take()
+        if batch is None:
+            return
+        if self._inline:
+            self._write(*batch)
+            return
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="harness-writer")
+        self._inflight = self._pool.submit(self._write, *batch)
+        try:
+            await asyncio.wrap_future(self._inflight)
+        finally:
+            if self._inflight.done():
+                self._inflight = None
+
+    def wait(self) -> None:
+        """Block until the commit in flight (if any) is done; its failure, if any, is raised here."""
+        inflight, self._inflight = self._inflight, None
+        if inflight is not None:
+            inflight.result()
+
+    def close(self) -> None:
+        self.wait()
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
+
+    def _write(self, rows: list[dict[str, Any]], cache_rows: list[dict[str, Any]],
+               judgements: list[dict[str, Any]], now: float) -> None:
         run_id = self.run_id
-        rows, self.rows = self.rows, []
-        cache_rows, self.cache_rows = self.cache_rows, []
-        judgements, self.judgements = self.judgements, []
+        assert run_id is not None
         last: Exception | None = None
         for attempt in range(WRITE_ATTEMPTS):
             try:

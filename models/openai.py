@@ -54,8 +54,11 @@ from typing import Any
 
 from harness.client import GENERATION_KEYS
 from harness.models import media
+from harness.models.openai_reply import BadReply as _BadReply
+from harness.models.openai_reply import chat_logprobs, completion_logprobs, parse_reply  # noqa: F401 (re-exported)
 from harness.modelspec import ModelSpecError
 from harness.registry import model
+from harness.store import jsoncol
 from harness.types import Message, Output, Request, Usage
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
@@ -254,71 +257,6 @@ def request_body(request: Request, s: OpenAISettings) -> tuple[str, dict[str, An
     return path, body
 
 
-# ---- response parsing -------------------------------------------------------------------------------
-def chat_logprobs(choice: Any) -> list[dict[str, Any]] | None:
-    content = getattr(getattr(choice, "logprobs", None), "content", None)
-    if content is None:
-        return None
-    return [{"token": t.token, "logprob": t.logprob,
-             "top_logprobs": [{"token": a.token, "logprob": a.logprob} for a in (t.top_logprobs or [])]}
-            for t in content]
-
-
-def completion_logprobs(choice: Any) -> list[dict[str, Any]] | None:
-    lp = getattr(choice, "logprobs", None)
-    if lp is None or lp.tokens is None:
-        return None
-    tops = lp.top_logprobs or [None] * len(lp.tokens)
-    return [{"token": tok, "logprob": val,
-             "top_logprobs": [{"token": k, "logprob": v} for k, v in (top or {}).items()]}
-            for tok, val, top in zip(lp.tokens, lp.token_logprobs or [], tops, strict=False)]
-
-
-class _BadReply(Exception):
-    """A 200 reply whose content cannot be used (no choices, wrong shape)."""
-
-
-def parse_reply(data: Any, mode: str) -> tuple[str, list[dict[str, Any]] | None, int, int, dict[str, Any]]:
-    """(text, logprobs, prompt_tokens, completion_tokens, details) from a decoded 200 body."""
-    import pydantic
-    from openai.types import Completion
-    from openai.types.chat import ChatCompletion
-
-    if not isinstance(data, dict):
-        raise _BadReply(f"reply is JSON {type(data).__name__}, not an object")
-    kind = ChatCompletion if mode == "chat" else Completion
-    try:
-        reply: Any = kind.model_validate(data)
-    except pydantic.ValidationError:
-        # servers that leave out fields the SDK requires (id, created, ...): take what is there
-        reply = kind.construct(**data)
-    choices = getattr(reply, "choices", None)
-    if not choices:
-        raise _BadReply(f"reply has no choices: {json.dumps(data)[:200]}")
-    choice = choices[0]
-    details: dict[str, Any] = {"finish_reason": getattr(choice, "finish_reason", None)}
-    if mode == "chat":
-        message = getattr(choice, "message", None)
-        if message is None:
-            raise _BadReply("reply choice has no message")
-        text = message.content or ""
-        if getattr(message, "refusal", None):
-            details["refusal"] = message.refusal
-        reasoning = (message.model_extra or {}).get("reasoning_content") if hasattr(message, "model_extra") else None
-        if reasoning:
-            details["reasoning"] = reasoning
-        logprobs = chat_logprobs(choice)
-    else:
-        text = getattr(choice, "text", None) or ""
-        logprobs = completion_logprobs(choice)
-    usage = getattr(reply, "usage", None)
-    n_in = int(getattr(usage, "prompt_tokens", 0) or 0)
-    n_out = int(getattr(usage, "completion_tokens", 0) or 0)
-    if usage is None:
-        details["usage"] = "not reported by server"
-    return text, logprobs, n_in, n_out, details
-
-
 # ---- errors --------------------------------------------------------------------------------------
 def _httpx() -> Any:
     # the SDK's exception classes hold a response object of the HTTP library it was built with
@@ -486,7 +424,7 @@ class OpenAIModel:
         import openai
 
         url = self.settings.base_url + path
-        payload = json.dumps(body, ensure_ascii=False).encode()
+        payload = jsoncol.dumps_utf8(body)
         error: Exception | None = None
         attempts = 0
         for attempt in range(self.settings.max_retries + 1):
@@ -505,7 +443,7 @@ class OpenAIModel:
             else:
                 if status == 200:
                     try:
-                        data = json.loads(raw)
+                        data = jsoncol.loads(raw)
                     except ValueError:
                         error = openai.APIResponseValidationError(
                             _httpx().Response(200, content=raw, request=_httpx().Request("POST", url)), None,

@@ -126,6 +126,57 @@ def test_response_cache_is_shared_across_runs_and_bypassable(db_url):
     assert m3.served == 12
 
 
+def test_every_reply_reaches_the_cache_across_many_commits(db_url, monkeypatch):
+    """Replies are cached through the group commit; with a commit every 2 rows, the cache rows that
+    arrive after the first commit must land too (not in a buffer a commit already took)."""
+    import harness.writer
+
+    monkeypatch.setattr(harness.writer, "FLUSH_ROWS", 2)
+    sessions = open_db(db_url)
+    m1 = CountingModel()
+    Runner(EvalConfig(task="gsm8k", model="test:counting", limit=12, run_name="many", progress=False),
+           session_factory=sessions, model=m1).run()
+    with sessions() as s:
+        assert s.scalar(select(func.count(CacheRow.key))) == 12
+    m2 = CountingModel()
+    Runner(EvalConfig(task="gsm8k", model="test:counting", limit=12, run_name="again", progress=False),
+           session_factory=sessions, model=m2).run()
+    assert m2.served == 0
+
+
+def test_a_database_that_stops_taking_rows_fails_the_run_loudly_and_a_rerun_completes(db_url, monkeypatch):
+    """Commits run on the writer's thread: a write that keeps failing still fails the run with one
+    line counting what was not stored, the run says failed, and a rerun stores exactly the rest."""
+    import harness.writer
+    from sqlalchemy.exc import OperationalError
+
+    from harness.store import ops
+    from harness.writer import StoreWriteError
+
+    monkeypatch.setattr(harness.writer, "FLUSH_ROWS", 2)
+    real = ops.write_samples
+    calls = {"n": 0}
+
+    def failing(session, rows):
+        calls["n"] += 1
+        if calls["n"] > 1:
+            raise OperationalError("INSERT", {}, Exception("disk I/O error"))
+        return real(session, rows)
+
+    monkeypatch.setattr(ops, "write_samples", failing)
+    sessions = open_db(db_url)
+    cfg = EvalConfig(task="gsm8k", model="test:counting", limit=12, run_name="w", progress=False)
+    with pytest.raises(StoreWriteError, match=r"could not store \d+ finished samples .*disk I/O error"):
+        Runner(cfg, session_factory=sessions, model=CountingModel()).run()
+    with sessions() as s:
+        run = s.scalars(select(RunRow).where(RunRow.name == "w")).one()
+        stored = s.scalar(select(func.count()).select_from(SampleResultRow).where(SampleResultRow.run_id == run.id))
+        assert run.status == "failed" and 0 < stored < 12
+    monkeypatch.setattr(ops, "write_samples", real)
+    again = Runner(cfg, session_factory=sessions, model=CountingModel()).run()
+    assert again.n_skipped == stored and again.n_new == 12 - stored and again.status == "finished"
+
+
 def _toy_task(score_fn=None, prompt_fn=None) -> Task:
     samples = [Sample(str(i), [Message.text("user", f"q{i}")], target=str(i)) for i in range(8)]
 

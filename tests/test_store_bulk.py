@@ -19,7 +19,7 @@ from sqlalchemy import select
 from harness.gcpause import lighter_gc
 from harness.store import leases, ops
 from harness.store.db import open_db
-from harness.store.jsoncol import dumps
+from harness.store.jsoncol import dumps, dumps_utf8, loads
 from harness.store.schema import CacheRow, RunRow, SampleResultRow, utcnow
 from harness.store.schema_leases import SampleLeaseRow
 from harness.types import GenerationConfig, Message, Request, stable_hash
@@ -166,6 +166,54 @@ def test_json_column_encoding_reads_back_as_json_dumps() -> None:
     for unstorable in (object(), {("tuple", "key"): 1}, utcnow()):
         with pytest.raises(TypeError):
             dumps(unstorable)
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal values of equal types all the way down (NaN equal to NaN, 1 not equal to 1.0 or True)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, float):
+        return (math.isnan(a) and math.isnan(b)) or (a == b and math.copysign(1, a) == math.copysign(1, b))
+    if isinstance(a, dict):
+        return list(a) == list(b) and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    return bool(a == b)
+
+
+JSON_TEXTS = [
+    "null", "[NaN, Infinity, -Infinity]", '"\\ud800 lone"', '"\\ud83d\\ude00 pair"', "18446744073709551615",
+    "18446744073709551616", "-9223372036854775809", "-9223372036854775808", "9999999999999999999", "123456789012345678901234567890", "1e400", "-0.0", "0.1",
+    '{"a": 1, "a": 2}', '{"digits in text": "12345678901234567890"}', "1.00000000000000000001", '"\\u0000 nul"',
+    '{"nested": [1, {"x": "\\u00fc \\u2713"}, [], {}]}', "2.5e-324", "[1, 2", "", "nul", '"unterminated',
+]
+
+
+def test_json_columns_decode_to_exactly_what_json_loads_gives() -> None:
+    texts = JSON_TEXTS + [json.dumps(v) for v in VALUES if not isinstance(v, np.floating)] + [dumps(v) for v in VALUES]
+    for text in texts:
+        for given in (text, text.encode("utf-8", "surrogatepass")):
+            try:
+                expected = json.loads(given)
+            except ValueError as exc:
+                with pytest.raises(type(exc)):
+                    loads(given)
+                continue
+            assert _same(loads(given), expected), given
+
+
+def test_request_bodies_encode_to_what_json_dumps_sends() -> None:
+    bodies = VALUES + [{"messages": [{"role": "user", "content": "ü ✓ \u0000"}], "temperature": 0.7, "seed": 3}]
+    for body in bodies:
+        try:
+            expected = json.dumps(body, ensure_ascii=False).encode()
+        except (TypeError, ValueError):
+            with pytest.raises((TypeError, ValueError)):
+                dumps_utf8(body)
+            continue
+        assert _same(json.loads(dumps_utf8(body)), json.loads(expected)), body
+    with pytest.raises(UnicodeEncodeError):  # a lone surrogate cannot be sent, as before
+        dumps_utf8({"content": "lone \ud800"})
 
 
 def test_cache_keys_and_request_dicts_are_unchanged() -> None:
