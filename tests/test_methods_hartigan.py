@@ -270,3 +270,53 @@ def test_start_from_a_given_partition_and_reject_bad_ones():
     for bad, msg in [(labels[:-1], "shape"), (labels + 1, r"\[0, 8\)"), (one_empty, "cluster 3")]:
         with pytest.raises(ValueError, match=msg):
             batched_hartigan(X, np.zeros((k, 6)), labels=bad)
+
+
+def _shared_and_straddling() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Four far-apart blobs and a Hartigan optimum no single move can leave: blob A shared by two
+    clusters, blobs C and D merged into one. Returns (X, that partition, the blob partition)."""
+    rng = np.random.default_rng(5)
+    centres = np.array([[0.0, 0.0], [60.0, 0.0], [0.0, 60.0], [60.0, 60.0]])
+    X = np.concatenate([c + rng.normal(size=(200, 2)) for c in centres])
+    blobs = np.repeat(np.arange(4), 200)
+    bad = blobs.copy()
+    bad[:200] = (X[:200, 0] > 0).astype(int)  # blob A split in two clusters, 0 and 1
+    bad[200:400] = 2
+    bad[400:] = 3  # blobs C and D in one cluster
+    return X, bad, blobs
+
+
+def test_an_escape_leaves_a_local_optimum_no_single_move_can():
+    from harness.tasks.methods.backends.hartigan_escape import with_escapes
+
+    X, bad, blobs = _shared_and_straddling()
+    stuck = batched_hartigan(X, np.zeros((4, 2)), labels=bad)
+    assert _hartigan_stable(X, stuck.labels, 4)
+    assert stuck.objective > 50 * objective(X, blobs, 4)  # a far worse optimum than the blobs
+    freed = with_escapes(X, stuck, 3)
+    assert freed.objective == pytest.approx(objective(X, blobs, 4), rel=1e-9)
+    assert _hartigan_stable(X, freed.labels, 4)
+    assert freed.history[-1] == pytest.approx(freed.objective) and len(freed.history) > len(stuck.history)
+    assert freed.iterations >= stuck.iterations and freed.seconds >= stuck.seconds
+    # from the blob partition no escape helps: the partition comes back unchanged
+    best = batched_hartigan(X, np.zeros((4, 2)), labels=blobs)
+    again = with_escapes(X, best, 3)
+    assert np.array_equal(again.labels, best.labels) and again.objective == best.objective
+    # two clusters leave nothing to dissolve and split
+    two = batched_hartigan(X, X[[0, 700]])
+    assert np.array_equal(with_escapes(X, two, 2).labels, two.labels)
+
+
+def test_escapes_through_the_backend(tmp_path, monkeypatch):
+    from harness.modelspec import build_model
+    from harness.tasks.methods.clustering import methods_cluster_wine
+
+    monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path / "cache"))
+    train = list(methods_cluster_wine().train())
+    plain = build_model("hartigan:batched", {"progress": False}).fit(train)
+    escaped_model = build_model("hartigan:batched", {"progress": False, "escapes": 2})
+    escaped = escaped_model.fit(train)
+    assert escaped_model.spec == "hartigan:batched?escapes=2" and not escaped["cached"]
+    assert escaped["objective"] <= plain["objective"]
+    bad = build_model("kmeans:lloyd", {"progress": False, "escapes": 1})
+    assert "hartigan:batched only" in bad.fit(train)["error"]

@@ -10,7 +10,9 @@ nearest-centroid one); any other point gets its nearest centroid.
 Settings (``-M``): ``k`` (default: the train samples' ``metadata["n_clusters"]``), ``seed`` (0),
 ``max_iter`` (1000 for Hartigan iterations, 300 for Lloyd/Elkan), ``seq_cap`` (no cap: how many
 moves that are not parallel-safe the vectorised sequential phase considers per iteration; 0 applies
-parallel-safe moves only), ``progress`` (true), ``cache`` (true: reuse a cached fit).
+parallel-safe moves only), ``escapes`` (0: how many dissolve-and-split escapes from the local
+optimum batched Hartigan tries, each kept only if it lowers the objective; see ``hartigan_escape``),
+``progress`` (true), ``cache`` (true: reuse a cached fit).
 
 Each output's ``details["fit"]`` records the fit: objective, iterations, seconds (of the original
 fit, also when it came from the cache), parallel/sequential move counts, whether it converged and
@@ -51,7 +53,7 @@ def kmeanspp_seeds(X: Any, k: int, seed: int) -> Any:
 
 
 def run_clustering(family: str, variant: str, X: Any, k: int, seed: int, *, max_iter: int | None = None,
-                   seq_cap: int | None = None, progress: TrainProgress | None = None,
+                   seq_cap: int | None = None, escapes: int = 0, progress: TrainProgress | None = None,
                    track_objective: bool = True) -> dict[str, Any]:
     """Cluster X with one algorithm from shared k-means++ seeds; returns the fit record + state."""
     import numpy as np
@@ -70,6 +72,10 @@ def run_clustering(family: str, variant: str, X: Any, k: int, seed: int, *, max_
         if variant == "batched":
             res = batched_hartigan(X, init, max_iter=max_iter or 1000, seq_cap=seq_cap, on_iteration=tick,
                                    track_objective=track_objective)
+            if escapes:
+                from harness.tasks.methods.backends.hartigan_escape import with_escapes
+
+                res = with_escapes(X, res, escapes, max_iter=max_iter or 1000, seq_cap=seq_cap)
         else:
             res = sequential_hartigan(X, init, max_sweeps=max_iter or 100, on_iteration=tick)
         labels, centers = res.labels, res.centers
@@ -116,8 +122,13 @@ class ClusteringModel:
             raise ValueError(f"{self.spec}: give -M k=N (train samples carry no metadata['n_clusters'])")
         k, seed = int(k), int(self.settings.get("seed", 0))
         cap = self.settings.get("seq_cap")
+        escapes = int(self.settings.get("escapes", 0) or 0)
+        if escapes < 0 or (escapes and (self.family, self.variant) != ("hartigan", "batched")):
+            raise ValueError(f"{self.spec}: escapes=N (N >= 0) is a setting of hartigan:batched only")
         config = {"k": k, "seed": seed, "max_iter": self.settings.get("max_iter"),
                   "seq_cap": None if cap is None else int(cap), "v": 2}  # v2: blocked safe test + vectorised phase
+        if escapes:
+            config["escapes"] = escapes  # only when set: fits cached without escapes keep their keys
         key = fit_key(f"{self.family}-{self.variant}", config, data_hash(X))
         state = load_fit(self.family, key) if self.settings.get("cache", True) else None
         cached = state is not None
@@ -127,7 +138,7 @@ class ClusteringModel:
                                 bool(self.settings.get("progress", True)))
             with bar.running():
                 state = run_clustering(self.family, self.variant, X, k, seed, max_iter=config["max_iter"],
-                                       seq_cap=config["seq_cap"], progress=bar)
+                                       seq_cap=config["seq_cap"], escapes=escapes, progress=bar)
             save_fit(self.family, key, state)
         state["record"] = {**state["record"], "cached": cached}
         self.state = state
@@ -165,7 +176,7 @@ def _build(family: str, path: str | None, settings: dict[str, Any]) -> Clusterin
     variant = path or ALGORITHMS[family][0]
     if variant not in ALGORITHMS[family]:
         raise ValueError(f"unknown {family} variant {variant!r}; choose one of {', '.join(ALGORITHMS[family])}")
-    spec = method_spec(family, variant, settings, ("k", "seed", "max_iter", "seq_cap"))
+    spec = method_spec(family, variant, settings, ("k", "seed", "max_iter", "seq_cap", "escapes"))
     return ClusteringModel(family, variant, dict(settings), spec)
 
 
