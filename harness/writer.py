@@ -63,8 +63,10 @@ class SampleWriter:
         self.unwritten = 0  # finished samples a failed write lost (the run then fails loudly)
         self._pool: ThreadPoolExecutor | None = None
         self._inflight: Future[None] | None = None
-        url = sessions.kw["bind"].url if sessions.kw.get("bind") is not None else None
-        self._inline = url is not None and url.get_backend_name() == "sqlite" and url.database in (None, "", ":memory:")
+        bind = sessions.kw.get("bind")
+        url = getattr(bind, "url", None) or getattr(getattr(bind, "engine", None), "url", None)
+        # in-memory SQLite: each thread would get its own (empty) database, or share one connection
+        self._inline = url is None or (url.get_backend_name() == "sqlite" and url.database in (None, "", ":memory:"))
 
     def record(self, row: dict[str, Any]) -> None:
         if not self.rows:

@@ -147,9 +147,9 @@ def test_every_reply_reaches_the_cache_across_many_commits(db_url, monkeypatch):
 def test_a_database_that_stops_taking_rows_fails_the_run_loudly_and_a_rerun_completes(db_url, monkeypatch):
     """Commits run on the writer's thread: a write that keeps failing still fails the run with one
     line counting what was not stored, the run says failed, and a rerun stores exactly the rest."""
-    import harness.writer
     from sqlalchemy.exc import OperationalError
 
+    import harness.writer
     from harness.store import ops
     from harness.writer import StoreWriteError
 
@@ -175,6 +175,21 @@ def test_a_database_that_stops_taking_rows_fails_the_run_loudly_and_a_rerun_comp
     monkeypatch.setattr(ops, "write_samples", real)
     again = Runner(cfg, session_factory=sessions, model=CountingModel()).run()
     assert again.n_skipped == stored and again.n_new == 12 - stored and again.status == "finished"
+
+
+def test_in_memory_sqlite_commits_inline_and_keeps_every_row(monkeypatch):
+    """An in-memory database is one per connection: the writer's thread would write elsewhere, so its
+    commits stay on the loop and every row is in the one database the run reads back."""
+    import harness.writer
+
+    monkeypatch.setattr(harness.writer, "FLUSH_ROWS", 2)
+    sessions = open_db("sqlite://")
+    summary = Runner(EvalConfig(task="gsm8k", model="test:counting", limit=12, run_name="mem", progress=False),
+                     session_factory=sessions, model=CountingModel()).run()
+    with sessions() as s:
+        stored = s.scalar(select(func.count()).select_from(SampleResultRow)
+                          .where(SampleResultRow.run_id == summary.run_id))
+    assert summary.n_new == 12 and stored == 12 and summary.status == "finished"
 
 
 def _toy_task(score_fn=None, prompt_fn=None) -> Task:
