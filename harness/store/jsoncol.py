@@ -66,14 +66,8 @@ def _has_nonfinite(value: Any) -> bool:
 
 def loads(text: str | bytes) -> Any:
     """The value ``json.loads`` reads from ``text``, decoded by orjson where that gives the same."""
-    if isinstance(text, str):
-        if _LONG_DIGITS.search(text) is None:
-            try:
-                return orjson.loads(text)
-            except orjson.JSONDecodeError:
-                pass
-        return json.loads(text)
-    if _LONG_DIGITS_BYTES.search(text) is None:
+    long_digits = (_LONG_DIGITS.search(text) if isinstance(text, str) else _LONG_DIGITS_BYTES.search(text))
+    if long_digits is None:
         try:
             return orjson.loads(text)
         except orjson.JSONDecodeError:
