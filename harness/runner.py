@@ -14,6 +14,7 @@ import inspect
 import time
 import traceback
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -24,7 +25,7 @@ import harness
 from harness.aggregate import aggregate
 from harness.client import ModelClient
 from harness.errors import UserError
-from harness.gcpause import lighter_gc
+from harness.gcpause import lighter_gc, short_switch_interval
 from harness.model import FitModel, Model
 from harness.modelspec import alias_settings, build_model
 from harness.progress import RunProgress
@@ -42,11 +43,12 @@ from harness.run_config import (
 from harness.store import leases, ops
 from harness.store.db import open_db
 from harness.store.schema import RunRow, utcnow
-from harness.task import ScoreContext, Task
+from harness.task import SampleRecord, ScoreContext, Task
 from harness.types import Metric, Output, Request, Sample, Score, Usage, stable_hash
 from harness.writer import TICK_SECONDS, SampleWriter, StoreWriteError
 
 SCORE_CONCURRENCY = 64
+PREPARE_SLICE = 32  # requests built between two turns of the event loop (see Runner._prepare)
 
 
 __all__ = ["EvalConfig", "RunConfigError", "RunSummary", "Runner", "StoreWriteError", "build_task", "default_run_name",
@@ -107,6 +109,8 @@ class Runner:
         self.owner = leases.new_owner()  # this process's name on the sample leases it claims
         self.writer = SampleWriter(self.sessions, self.owner)
         self.n_held_elsewhere = 0  # samples left to another live process working on the same run
+        self._plain_scorer: bool | None = None  # the task's scorer is a plain function (asked once)
+        self._prefetch: Future[dict[int, SampleRecord]] | None = None  # rows read ahead for finalize
 
     # ---- setup -------------------------------------------------------------------------------
     def _client(self, model: Model, settings: dict[str, Any], **kwargs: Any) -> ModelClient:
@@ -259,9 +263,6 @@ class Runner:
     def flush(self, run_id: int, force: bool = False) -> None:
         self.writer.flush(force)
 
-    async def flush_async(self, run_id: int) -> None:
-        await self.writer.flush_async()
-
     async def _score(self, item: _Item, output: Output, ctx: ScoreContext) -> Score:
         result = self.task.score(item.sample, output, ctx)
         if inspect.isawaitable(result):
@@ -279,7 +280,9 @@ class Runner:
             except Exception as exc:
                 return None, f"scorer: {exc}\n{traceback.format_exc(limit=3)}"
 
-        if not inspect.iscoroutinefunction(self.task.score):
+        if self._plain_scorer is None:
+            self._plain_scorer = not inspect.iscoroutinefunction(self.task.score)
+        if self._plain_scorer:
             # a plain scorer: called inline, no coroutine per sample (this is on the hot path at API rates)
             out: dict[int, tuple[Score | None, str]] = {}
             for item in items:
@@ -300,9 +303,11 @@ class Runner:
         results = await asyncio.gather(*(gated(i) for i in items))
         return {id(i): r for i, r in zip(items, results, strict=True)}
 
-    def _prepare(self, window: list[_Item], client: ModelClient, run_id: int, use_cache: bool) -> list[_Item]:
+    async def _prepare(self, window: list[_Item], client: ModelClient, run_id: int, use_cache: bool) -> list[_Item]:
         """Build the requests of a window of samples and look their replies up in the cache with one
-        query (a lookup per sample would cost an SQL round trip each at batch_size 1)."""
+        query (a lookup per sample would cost an SQL round trip each at batch_size 1). Every
+        PREPARE_SLICE requests it lets the event loop run: building a whole window in one go held
+        back every reply that arrived meanwhile (milliseconds at API rates)."""
         ready: list[_Item] = []
         with self.sessions.begin() as s:
             mine = leases.claim(s, run_id, self.owner, [(i.sample.id, i.epoch) for i in window])
@@ -310,7 +315,9 @@ class Runner:
             # another live process holds these samples of the same run: leave them to it
             self.n_held_elsewhere += len(window) - len(mine)
             window = [i for i in window if (i.sample.id, i.epoch) in mine]
-        for item in window:
+        for n, item in enumerate(window, 1):
+            if n % PREPARE_SLICE == 0:
+                await asyncio.sleep(0)
             try:
                 item.request = self._request(item, client)
                 item.request_dict = item.request.to_dict()
@@ -390,7 +397,7 @@ class Runner:
             if pending and self.fit and isinstance(model, FitModel) and self.task.train is not None:
                 # fit-then-predict backends (training methods) see the train split once
                 model.fit(list(self.task.train()))
-            with lighter_gc():
+            with lighter_gc(), short_switch_interval():
                 await self._drive(pending, client, run.id, ctx, use_cache, n_skipped, len(planned))
         except (KeyboardInterrupt, asyncio.CancelledError) as exc:
             status, error = "interrupted", exc
@@ -440,7 +447,7 @@ class Runner:
             try:
                 for start in range(0, len(pending), window):
                     before = self.writer.n_new
-                    ready = self._prepare(pending[start : start + window], client, run_id, use_cache)
+                    ready = await self._prepare(pending[start : start + window], client, run_id, use_cache)
                     advance(before)
                     for i in range(0, len(ready), batch):
                         await queue.put(ready[i : i + batch])
@@ -455,7 +462,12 @@ class Runner:
                 for item in chunk:  # recorded: the pending list need not keep its request and reply alive
                     item.request = item.request_dict = item.output = None
                 advance(before)
-                await self.flush_async(run_id)
+                if self.writer.due():  # checked here: no coroutine per chunk while nothing is due
+                    await self.writer.flush_async()
+            # the queue is drained: only the replies in flight are left, and the loop has time, so
+            # what is stored already is read for the final aggregation meanwhile
+            if not self.unit and self._prefetch is None:
+                self._prefetch = self.writer.submit(self._read_records, run_id)
 
         done = asyncio.Event()
 
@@ -475,7 +487,7 @@ class Runner:
                 try:
                     await asyncio.wait_for(done.wait(), TICK_SECONDS)
                 except TimeoutError:
-                    await self.flush_async(run_id)
+                    await self.writer.flush_async()
 
         try:
             with progress:
@@ -498,7 +510,7 @@ class Runner:
             # serialises their delete-and-insert of the metric rows (SQLite serialises writers anyway)
             s.execute(select(RunRow.id).where(RunRow.id == run_id).with_for_update())
             leases.release(s, run_id, self.owner)
-            records = ops.load_records(s, run_id)
+            records = ops.load_records(s, run_id, self._prefetched())
             if status == "finished" and records and all(r.error is not None for r in records):
                 status = "failed"  # nothing was measured: every stored sample is an error
             metrics = aggregate(self.task, records, seed=self.cfg.seed)
@@ -507,6 +519,21 @@ class Runner:
             ops.finish_run(s, run_id, status)
         self.final_status = status
         return metrics
+
+    def _read_records(self, run_id: int) -> dict[int, SampleRecord]:
+        with self.sessions() as s:
+            return ops.records_by_id(s, run_id)
+
+    def _prefetched(self) -> dict[int, SampleRecord] | None:
+        """The records read during the run's last replies, or None (none read, or reading failed:
+        then the finaliser reads every row itself)."""
+        future, self._prefetch = self._prefetch, None
+        if future is None:
+            return None
+        try:
+            return future.result()
+        except Exception:
+            return None
 
     def run(self) -> RunSummary:
         return asyncio.run(self.run_async())

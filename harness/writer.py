@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -38,6 +39,9 @@ WRITE_ATTEMPTS = 3
 # leases last leases.LEASE_SECONDS (60 s): renewing them (one UPDATE over every lease this process
 # holds in the run) at a sixth of that keeps them alive without an O(run) statement per commit
 RENEW_SECONDS = leases.LEASE_SECONDS / 6
+
+
+T = TypeVar("T")
 
 
 class StoreWriteError(UserError, RuntimeError):
@@ -120,14 +124,22 @@ class SampleWriter:
         if self._inline:
             self._write(*batch)
             return
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="harness-writer")
-        self._inflight = self._pool.submit(self._write, *batch)
+        self._inflight = self.submit(self._write, *batch)
+        assert self._inflight is not None
         try:
             await asyncio.wrap_future(self._inflight)
         finally:
             if self._inflight.done():
                 self._inflight = None
+
+    def submit(self, fn: Callable[..., T], *args: Any) -> Future[T] | None:
+        """Run ``fn(*args)`` on the writer's thread after the commits queued before it; None where
+        commits are inline (in-memory SQLite)."""
+        if self._inline:
+            return None
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="harness-writer")
+        return self._pool.submit(fn, *args)
 
     def wait(self) -> None:
         """Block until the commit in flight (if any) is done; its failure, if any, is raised here."""

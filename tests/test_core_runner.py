@@ -192,6 +192,52 @@ def test_in_memory_sqlite_commits_inline_and_keeps_every_row(monkeypatch):
     assert summary.n_new == 12 and stored == 12 and summary.status == "finished"
 
 
+def test_records_read_ahead_give_the_same_aggregation_as_reading_them_all(db_url):
+    """The runner reads stored rows while its last replies arrive; the final aggregation reads only
+    the rest. Rows stored after the read-ahead are added and rows gone since are left out."""
+    from harness.store import ops
+    from harness.task import SampleRecord
+
+    sessions = open_db(db_url)
+    summary = Runner(EvalConfig(task="gsm8k", model="test:counting", limit=12, run_name="ahead", progress=False),
+                     session_factory=sessions, model=CountingModel()).run()
+    with sessions() as s:
+        everything = ops.load_records(s, summary.run_id)
+        by_id = ops.records_by_id(s, summary.run_id)
+        ids = sorted(by_id)
+        partial = {i: by_id[i] for i in ids[:5]}  # as if the last 7 rows were stored after the read-ahead
+        partial[max(ids) + 1000] = SampleRecord("gone", 0, {"acc": 1.0}, None, None, {})  # a row deleted since
+        again = ops.load_records(s, summary.run_id, partial)
+        assert len(everything) == 12 and again == everything
+        assert ops.records_by_id(s, summary.run_id, ids[5:7]).keys() == set(ids[5:7])
+
+
+def test_the_runner_finalises_from_the_rows_it_read_ahead(db_url, monkeypatch):
+    from harness.store import ops
+
+    seen: list[object] = []
+    real = ops.load_records
+
+    def spy(session, run_id, prefetched=None):
+        seen.append(prefetched)
+        return real(session, run_id, prefetched)
+
+    monkeypatch.setattr(ops, "load_records", spy)
+    sessions = open_db(db_url)
+    summary = Runner(EvalConfig(task="gsm8k", model="test:counting", limit=12, run_name="ra", progress=False),
+                     session_factory=sessions, model=CountingModel()).run()
+    assert summary.n_new == 12 and len(seen) == 1 and isinstance(seen[0], dict)
+    m = {x.name: x.value for x in summary.metrics if not x.breakdown_key}
+    with sessions() as s:
+        # the metrics equal an aggregation over every stored row read afresh
+        from harness.aggregate import aggregate
+        from harness.run_config import build_task
+
+        fresh = {x.name: x.value for x in aggregate(build_task("gsm8k", {}), real(s, summary.run_id))
+                 if not x.breakdown_key}
+    assert m == fresh
+
+
 def _toy_task(score_fn=None, prompt_fn=None) -> Task:
     samples = [Sample(str(i), [Message.text("user", f"q{i}")], target=str(i)) for i in range(8)]
 

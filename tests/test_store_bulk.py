@@ -231,6 +231,20 @@ def test_cache_keys_and_request_dicts_are_unchanged() -> None:
     assert copy.stop == ["a"]
 
 
+def test_short_switch_interval_restores_even_when_nested() -> None:
+    import sys
+
+    from harness.gcpause import SWITCH_INTERVAL, short_switch_interval
+
+    before = sys.getswitchinterval()
+    with short_switch_interval():
+        assert sys.getswitchinterval() == pytest.approx(min(before, SWITCH_INTERVAL))
+        with short_switch_interval():
+            pass
+        assert sys.getswitchinterval() == pytest.approx(min(before, SWITCH_INTERVAL))  # the outer run goes on
+    assert sys.getswitchinterval() == before
+
+
 def test_lighter_gc_freezes_and_restores_even_when_nested() -> None:
     before = gc.get_threshold()
     with lighter_gc():

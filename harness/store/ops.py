@@ -167,8 +167,29 @@ def replace_metrics(session: Session, run_id: int, metrics: Iterable[Metric]) ->
         session.execute(insert_statement(MetricRow), rows)
 
 
-def load_records(session: Session, run_id: int) -> list[SampleRecord]:
+def load_records(session: Session, run_id: int,
+                 prefetched: dict[int, SampleRecord] | None = None) -> list[SampleRecord]:
+    """Every stored sample of the run as a record, in (sample, epoch) order. ``prefetched`` (row id ->
+    record, from ``records_by_id`` earlier in the run) saves reading those rows again: only the
+    ids list is read, and the rows not in it; prefetched rows gone since are left out."""
+    if not prefetched:
+        records = list(records_by_id(session, run_id).values())
+    else:
+        ids = session.scalars(select(SampleResultRow.id).where(SampleResultRow.run_id == run_id)).all()
+        fetched = records_by_id(session, run_id, [i for i in ids if i not in prefetched])
+        records = [prefetched[i] if i in prefetched else fetched[i] for i in ids]
+    # sorted here, not by ORDER BY: PostgreSQL's collation and SQLite's byte order disagree on text,
+    # and the bootstrap CIs computed from these records must not depend on the engine
+    return sorted(records, key=record_order)
+
+
+_IDS_PER_QUERY = 500  # rows fetched by id per statement (well inside every engine's parameter limit)
+
+
+def records_by_id(session: Session, run_id: int, ids: Sequence[int] | None = None) -> dict[int, SampleRecord]:
+    """Row id -> record for the run's rows (only ``ids``, when given)."""
     q = select(
+        SampleResultRow.id,
         SampleResultRow.sample_id,
         SampleResultRow.epoch,
         SampleResultRow.scores,
@@ -180,13 +201,18 @@ def load_records(session: Session, run_id: int) -> list[SampleRecord]:
         SampleResultRow.cost,
         SampleResultRow.details,
     ).where(SampleResultRow.run_id == run_id)
-    records = [
-        SampleRecord(sid, ep, scores or {}, uns, err, meta if meta is not None else {}, cost or 0.0, det or {})
-        for sid, ep, scores, uns, err, meta, cost, det in session.execute(q)
-    ]
-    # sorted here, not by ORDER BY: PostgreSQL's collation and SQLite's byte order disagree on text,
-    # and the bootstrap CIs computed from these records must not depend on the engine
-    return sorted(records, key=record_order)
+    if ids is None:
+        batches = [q]
+    else:
+        ids = list(ids)
+        batches = [q.where(SampleResultRow.id.in_(ids[i:i + _IDS_PER_QUERY]))
+                   for i in range(0, len(ids), _IDS_PER_QUERY)]
+    out: dict[int, SampleRecord] = {}
+    for batch in batches:
+        for rid, sid, ep, scores, uns, err, meta, cost, det in session.execute(batch):
+            out[rid] = SampleRecord(sid, ep, scores or {}, uns, err, meta if meta is not None else {}, cost or 0.0,
+                                    det or {})
+    return out
 
 
 def record_order(r: SampleRecord) -> tuple[str, int]:
