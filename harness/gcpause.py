@@ -15,62 +15,64 @@ the GIL switch interval is shortened too (``short_switch_interval``), and restor
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator
-from contextlib import contextmanager
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 
 # a young collection walks every young object still alive (at API rates: the requests in flight and
 # the rows waiting for their commit), not the ones already freed by reference counting, so its cost
 # barely depends on how often it runs: 100x rarer cut the collector from ~12 to ~1 us per request
 YOUNG_THRESHOLD_FACTOR = 100
 
-_depth = 0
-_saved: tuple[int, int, int] | None = None
-
-
-@contextmanager
-def lighter_gc() -> Iterator[None]:
-    """Freeze what is alive now and collect the young generation less often until the block (the
-    outermost one, when runs nest or overlap in one process) ends."""
-    global _depth, _saved
-    if _depth == 0:
-        _saved = gc.get_threshold()
-        gc.freeze()
-        gc.set_threshold(_saved[0] * YOUNG_THRESHOLD_FACTOR, _saved[1], _saved[2])
-    _depth += 1
-    try:
-        yield
-    finally:
-        _depth -= 1
-        if _depth == 0 and _saved is not None:
-            gc.set_threshold(*_saved)
-            gc.unfreeze()
-            _saved = None
-
-
 # the interpreter's default (5 ms) lets the writer's thread keep the GIL that long while replies
 # wait on the event loop; 0.5 ms hands it back sooner (measured: about +2% requests/s at C = 256)
 SWITCH_INTERVAL = 0.0005
 
-_switch_depth = 0
-_saved_switch: float | None = None
+
+def _outermost(apply: Callable[[], Callable[[], None]]) -> Callable[[], AbstractContextManager[None]]:
+    """A context manager that applies a process-wide setting (``apply`` returns its undo) when the
+    first of nested or overlapping blocks starts, and undoes it when the last one ends."""
+    depth = 0
+    undo: Callable[[], None] | None = None
+
+    @contextmanager
+    def block() -> Iterator[None]:
+        nonlocal depth, undo
+        if depth == 0:
+            undo = apply()
+        depth += 1
+        try:
+            yield
+        finally:
+            depth -= 1
+            if depth == 0 and undo is not None:
+                undo()
+                undo = None
+
+    return block
 
 
-@contextmanager
-def short_switch_interval() -> Iterator[None]:
-    """A shorter GIL switch interval (``sys.setswitchinterval``) until the block (the outermost one,
-    when runs nest or overlap in one process) ends: the event loop waits less for the GIL while
-    commits run on the writer's thread."""
-    import sys
+def _apply_lighter_gc() -> Callable[[], None]:
+    saved = gc.get_threshold()
+    gc.freeze()
+    gc.set_threshold(saved[0] * YOUNG_THRESHOLD_FACTOR, saved[1], saved[2])
 
-    global _switch_depth, _saved_switch
-    if _switch_depth == 0:
-        _saved_switch = sys.getswitchinterval()
-        sys.setswitchinterval(min(SWITCH_INTERVAL, _saved_switch))
-    _switch_depth += 1
-    try:
-        yield
-    finally:
-        _switch_depth -= 1
-        if _switch_depth == 0 and _saved_switch is not None:
-            sys.setswitchinterval(_saved_switch)
-            _saved_switch = None
+    def undo() -> None:
+        gc.set_threshold(*saved)
+        gc.unfreeze()
+
+    return undo
+
+
+def _apply_short_switch_interval() -> Callable[[], None]:
+    saved = sys.getswitchinterval()
+    sys.setswitchinterval(min(SWITCH_INTERVAL, saved))
+    return lambda: sys.setswitchinterval(saved)
+
+
+# Freeze what is alive now and collect the young generation less often until the block (the
+# outermost one, when runs nest or overlap in one process) ends.
+lighter_gc = _outermost(_apply_lighter_gc)
+# A shorter GIL switch interval until the outermost block ends: the event loop waits less for the
+# GIL while commits run on the writer's thread.
+short_switch_interval = _outermost(_apply_short_switch_interval)
