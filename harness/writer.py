@@ -105,13 +105,19 @@ class SampleWriter:
         return batch
 
     def flush(self, force: bool = False) -> None:
-        """Commit what is buffered, here and now, if it is due (waits for a commit in flight first)."""
-        self.wait()
-        if not self.due(force):
-            return
-        batch = self._take()
-        if batch is not None:
-            self._write(*batch)
+        """Commit what is buffered, here and now, if it is due (waits for a commit in flight first;
+        if that one failed, the buffer is still written, and the failure raised after)."""
+        failed: StoreWriteError | None = None
+        try:
+            self.wait()
+        except StoreWriteError as exc:
+            failed = exc
+        if self.due(force):
+            batch = self._take()
+            if batch is not None:
+                self._write(*batch)
+        if failed is not None:
+            raise failed
 
     async def flush_async(self, force: bool = False) -> None:
         """``flush`` without holding up the event loop: the commit runs on the writer's thread. A
