@@ -51,7 +51,12 @@ def _random_starts(X: np.ndarray, k: int, case: str, kind: str, seeds: int, refe
     import numpy as np
     from sklearn.cluster import KMeans
 
-    from harness.tasks.methods.backends.hartigan_core import batched_hartigan, objective, sequential_hartigan
+    from harness.tasks.methods.backends.hartigan_core import (
+        _cluster_sums,
+        batched_hartigan,
+        objective,
+        sequential_hartigan,
+    )
     from harness.tasks.methods.backends.hartigan_escape import with_escapes
 
     print(f"-- {case}, random starts: {RANDOM_STARTS[kind]}")
@@ -64,7 +69,7 @@ def _random_starts(X: np.ndarray, k: int, case: str, kind: str, seeds: int, refe
             init, labels = X[rng.choice(len(X), k, replace=False)], None
         else:
             labels = rng.integers(k, size=len(X))
-            init = np.stack([X[labels == c].mean(axis=0) for c in range(k)])
+            init = _cluster_sums(X, labels, k) / np.bincount(labels, minlength=k)[:, None]  # the partition's means
         t0 = time.perf_counter()
         km = KMeans(k, init=init, n_init=1, algorithm="lloyd").fit(X)
         t_l = time.perf_counter() - t0

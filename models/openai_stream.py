@@ -5,7 +5,6 @@ voter's screen is never silently restarted) and the SSE parser."""
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -20,6 +19,7 @@ from harness.models.openai import (
     retry_after,
     status_error,
 )
+from harness.store import jsoncol
 from harness.types import Output, Usage
 
 
@@ -30,7 +30,7 @@ async def stream_with_retries(model: OpenAIModel, http: Any, path: str, body: di
     import openai
 
     url = model.settings.base_url + path
-    payload = json.dumps(body, ensure_ascii=False).encode()
+    payload = jsoncol.dumps_utf8(body)
     error: Exception | None = None
     yielded = False
     for attempt in range(model.settings.max_retries + 1):
@@ -75,7 +75,7 @@ async def read_events(model: OpenAIModel, resp: Any, started: float) -> AsyncIte
         if data == b"[DONE]":
             break
         try:
-            chunk = json.loads(data)
+            chunk = jsoncol.loads(data)
         except ValueError:
             raise _BadReply(f"stream event is not JSON: {data[:80]!r}") from None
         if not isinstance(chunk, dict):

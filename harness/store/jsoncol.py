@@ -34,24 +34,25 @@ _OPTIONS = orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME | 
 
 def dumps(value: Any) -> str:
     """The JSON text of ``value``: what ``json.dumps`` would store, possibly spelt differently."""
-    try:
-        out = orjson.dumps(value, option=_OPTIONS)
-    except TypeError:  # orjson.JSONEncodeError is a TypeError
-        return json.dumps(value)
-    # orjson spells a non-finite float "null": only text containing null can hide one
-    if b"null" in out and _has_nonfinite(value):
-        return json.dumps(value)
-    return out.decode()
+    out = _orjson_same(value)
+    return out.decode() if out is not None else json.dumps(value)
 
 
 def dumps_utf8(value: Any) -> bytes:
     """``json.dumps(value, ensure_ascii=False).encode()`` (a request body), possibly spelt differently."""
+    out = _orjson_same(value)
+    return out if out is not None else json.dumps(value, ensure_ascii=False).encode()
+
+
+def _orjson_same(value: Any) -> bytes | None:
+    """orjson's encoding of ``value`` where it means what ``json.dumps``' does, else None."""
     try:
         out = orjson.dumps(value, option=_OPTIONS)
-    except TypeError:
-        return json.dumps(value, ensure_ascii=False).encode()
+    except TypeError:  # orjson.JSONEncodeError is a TypeError
+        return None
+    # orjson spells a non-finite float "null": only text containing null can hide one
     if b"null" in out and _has_nonfinite(value):
-        return json.dumps(value, ensure_ascii=False).encode()
+        return None
     return out
 
 
@@ -78,7 +79,7 @@ def loads(text: str | bytes) -> Any:
     # only ASCII digits make JSON numbers, so the UTF-8 bytes tell whether a long integer is there
     if _NINETEEN_DIGITS not in raw.translate(_DIGITS_TO_ZERO):
         try:
-            return orjson.loads(text)
+            return orjson.loads(raw)  # the bytes already made: orjson need not encode the text again
         except orjson.JSONDecodeError:
             pass
     return json.loads(text)

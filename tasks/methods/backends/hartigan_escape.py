@@ -26,13 +26,13 @@ from typing import Any
 import numpy as np
 
 from harness.tasks.methods.backends.hartigan_core import (
+    _CHUNK,
     HartiganResult,
     _cluster_sums,
     _sq_dists,
     batched_hartigan,
 )
 
-_CHUNK = 4096  # rows scored against all centres at once
 _AXIS_ROWS = 4096  # rows (evenly spaced) that estimate a cluster's principal axis
 
 
