@@ -36,3 +36,32 @@ extras = tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-depende
 print(",".join(sorted(set(extras) - {"vllm", "ray", "blender"})))
 PY
 }
+
+# declared_requirements [core] [EXTRA...]: the requirements pyproject.toml declares, one per line: the
+# core's dependencies when `core` is named, then each named extra's. The venvs of 50-bpy.sh and
+# 60-vllm.sh install from this, never from a hand-kept list, so a dependency added to pyproject.toml
+# reaches every environment (and a stamp over pyproject.toml re-syncs a cached one).
+declared_requirements() {
+  python3 - "$@" <<'PY'
+import sys, tomllib
+project = tomllib.load(open("pyproject.toml", "rb"))["project"]
+out = []
+for name in sys.argv[1:]:
+    out += project["dependencies"] if name == "core" else project["optional-dependencies"][name]
+print("\n".join(dict.fromkeys(out)))
+PY
+}
+
+# env_stamp LOCK: what a cached venv was built from (its lock file and pyproject.toml); a venv whose
+# stamp differs is re-synced to both.
+env_stamp() {
+  cat "$1" "$HARNESS_ROOT/pyproject.toml" | sha256sum | cut -c1-16
+}
+
+# check_declared PY [core] [EXTRA...]: every requirement pyproject.toml declares for that environment
+# is installed there, at a version it accepts; else set-up fails naming what is missing.
+check_declared() {
+  local py="$1"; shift
+  declared_requirements "$@" | "$py" "$HARNESS_ROOT/tests/check_declared.py" \
+    || setup_fail "$py lacks dependencies pyproject.toml declares (listed above)"
+}

