@@ -68,6 +68,8 @@ def main() -> None:
     ap.add_argument("--gaussians", type=int, default=2000)
     ap.add_argument("--scenes", default="textured,repetitive,thin")
     ap.add_argument("--device", default="cpu")
+    ap.add_argument("--depth-mask", default="all", choices=("all", "rendered"),
+                    help="depth pixels counted: all with a true depth (monodepth2, default) or only rendered ones")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--skip-ff", action="store_true")
     ap.add_argument("--skip-gs", action="store_true")
@@ -84,7 +86,7 @@ def main() -> None:
           f"gs steps={args.steps} "
           f"gaussians={args.gaussians}, ff steps={args.ff_steps}; load average {one:.1f}/{five:.1f} "
           f"({os.cpu_count()} cores)")
-    opts = {"scenes": args.scenes, "size": args.size}
+    opts = {"scenes": args.scenes, "size": args.size, "depth_mask": args.depth_mask}
     gs: dict[str, list[dict[str, float]]] = {"gs:sh": [], "gs:neural_color": []}
     for seed in seeds if not args.skip_gs else ():
         for spec in gs:
@@ -102,7 +104,8 @@ def main() -> None:
     if args.skip_ff:
         return
     ff: dict[str, list[dict[str, float]]] = {"tokens=false": [], "tokens=true": []}
-    ff_opts = {"scenes": "repetitive" if not args.quick else args.scenes, "size": args.size}
+    ff_opts = {"scenes": "repetitive" if not args.quick else args.scenes, "size": args.size,
+               "depth_mask": args.depth_mask}
     for seed in seeds:
         for name in ff:
             settings = {"seed": seed, "steps": args.ff_steps, "tokens": name.endswith("true"), "device": args.device,

@@ -121,7 +121,14 @@ def _side_by_side(pred: Any, gt: Any, pred_depth: Any | None, gt_depth: Any | No
     return str(path)
 
 
-def score_view(sample: Sample, output: Output, ctx: ScoreContext | None = None) -> Score:
+DEPTH_MASKS = ("all", "rendered")
+
+
+def score_view(sample: Sample, output: Output, ctx: ScoreContext | None = None, *, depth_mask: str = "all") -> Score:
+    """``depth_mask="all"`` (the default) scores depth as monodepth2's ``evaluate_depth.py`` does: every
+    pixel with a valid true depth counts, and a pixel the method left unrendered (depth 0) is clipped to
+    the minimum depth, so holes cost what they should. ``"rendered"`` keeps only the pixels the method
+    rendered (depth > 0): an easier, non-reference reading some NVS papers use, kept as a named option."""
     import numpy as np
 
     from harness.tasks.nvs.image_metrics import psnr, psnr_pixelsplat, ssim, ssim_pixelsplat
@@ -153,7 +160,7 @@ def score_view(sample: Sample, output: Output, ctx: ScoreContext | None = None) 
         from harness.tasks.nvs.depth_metrics import depth_report
 
         try:
-            report = depth_report(pred_depth, gt_depth, mask=pred_depth > 0)
+            report = depth_report(pred_depth, gt_depth, mask=pred_depth > 0 if depth_mask == "rendered" else None)
             values.update({f"depth_{k}": report[k] for k in DEPTH_KEYS})
         except ValueError as exc:  # e.g. the render covers none of the object
             notes.append(f"depth: {exc}")

@@ -6,11 +6,13 @@ rendered on first use. ``nvs_folder``: a dataset of yours (``-T path=DIR -T layo
 DL3DV also needs ``-T index=FILE``, the pixelSplat-style context/target JSON; an optional
 ``points.npy`` of true surface samples in a scene folder enables the floater fraction). One sample per held-out
 view; the train split is every train view (the runner hands it to the backend's ``fit``). Metrics
-are per view, averaged, with a breakdown per scene.
+are per view, averaged, with a breakdown per scene. Depth counts every pixel with a true depth, as
+monodepth2 does (``-T depth_mask=rendered``: only the pixels the method rendered; see ``scorer.score_view``).
 """
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +41,11 @@ def _sample(scene: Scene, view: View, train: bool) -> Sample:
 
 
 def _make(load_scenes: Any, content_hash: str, depth: bool, options: dict[str, Any]) -> Task:
-    from harness.tasks.nvs.scorer import metric_declarations, score_view
+    from harness.tasks.nvs.scorer import DEPTH_MASKS, metric_declarations, score_view
+
+    depth_mask = str(options.get("depth_mask", "all"))
+    if depth_mask not in DEPTH_MASKS:
+        raise ValueError(f"unknown -T depth_mask {depth_mask!r}; choose one of {', '.join(DEPTH_MASKS)}")
 
     cache: list[Scene] = []
 
@@ -52,7 +58,7 @@ def _make(load_scenes: Any, content_hash: str, depth: bool, options: dict[str, A
         version=VERSION,
         load=lambda: [_sample(s, v, False) for s in scenes() for v in s.test],
         train=lambda: [_sample(s, v, True) for s in scenes() for v in s.train],
-        score=score_view,
+        score=partial(score_view, depth_mask=depth_mask),
         primary_metric="psnr",
         metrics=metric_declarations(depth),
         breakdowns=("scene",),
@@ -71,7 +77,7 @@ def _int(name: str, value: Any) -> int:
 @task("nvs_synthetic", description="Novel views of Blender scenes (textured, repetitive texture, thin structures): "
       "PSNR/SSIM/LPIPS, depth, Chamfer, floaters", family="nvs")
 def nvs_synthetic(scenes: str = ",".join(SCENES), size: int = 64, train_views: int = 24, test_views: int = 6,
-                  seed: int = 0, samples: int = 32) -> Task:
+                  seed: int = 0, samples: int = 32, depth_mask: str = "all") -> Task:
     from harness.tasks.nvs.scenes import SceneError, ensure_scene, scene_job, scene_key
 
     names = [s.strip() for s in str(scenes).split(",") if s.strip()]
@@ -94,12 +100,13 @@ def nvs_synthetic(scenes: str = ",".join(SCENES), size: int = 64, train_views: i
 
     return _make(load, stable_hash([scene_key(j) for j in jobs])[:16], True,
                  {"scenes": ",".join(names), "size": size, "train_views": train_views, "test_views": test_views,
-                  "seed": seed, "samples": samples})
+                  "seed": seed, "samples": samples, "depth_mask": depth_mask})
 
 
 @task("nvs_folder", description="Novel views of your own scenes (NeRF-synthetic, Mip-NeRF 360 / COLMAP or DL3DV "
       "layout): PSNR/SSIM/LPIPS (+ depth where given)", family="nvs")
-def nvs_folder(path: str = "", layout: str = "nerf", index: str = "", llffhold: int = 8) -> Task:
+def nvs_folder(path: str = "", layout: str = "nerf", index: str = "", llffhold: int = 8,
+               depth_mask: str = "all") -> Task:
     from harness.tasks.nvs import layouts
     from harness.tasks.nvs.scenes import from_layout
 
@@ -138,4 +145,5 @@ def nvs_folder(path: str = "", layout: str = "nerf", index: str = "", llffhold: 
 
     files = sorted(str(p.relative_to(root)) + f":{p.stat().st_size}" for p in root.rglob("*.json") if p.is_file())
     digest = stable_hash({"layout": layout, "files": files, "index": index, "llffhold": hold})[:16]
-    return _make(load, digest, True, {"path": str(root), "layout": layout, "index": index, "llffhold": hold})
+    return _make(load, digest, True, {"path": str(root), "layout": layout, "index": index, "llffhold": hold,
+                                      "depth_mask": depth_mask})
