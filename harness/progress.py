@@ -1,17 +1,50 @@
-"""The run's progress bar (rich): rate, errors, elapsed and ETA; silent when disabled or not on a
-terminal, so piped and CI output stays clean."""
+"""The run's progress: a rich bar on a terminal; elsewhere (CI, ``nohup``, a pipe) one status line on
+stderr at most every ``interval`` seconds, so a long run is never silent and a log stays short.
+
+Counts are absolute (the runner reports how many samples are done, not how many a worker just
+finished): with several workers in flight an increment would count each completion once per worker
+that saw it."""
 
 from __future__ import annotations
 
 import os
+import sys
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TextIO
+
+STATUS_INTERVAL_S = 30.0  # HARNESS_STATUS_INTERVAL (seconds) overrides it
+
+
+def status_interval() -> float:
+    try:
+        value = float(os.environ.get("HARNESS_STATUS_INTERVAL", STATUS_INTERVAL_S))
+    except ValueError:
+        return STATUS_INTERVAL_S
+    return value if value >= 0 and value == value else STATUS_INTERVAL_S
+
+
+def _clock(seconds: float) -> str:
+    seconds = max(int(seconds), 0)
+    hours, rest = divmod(seconds, 3600)
+    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{rest // 60}:{rest % 60:02d}"
 
 
 class RunProgress:
-    def __init__(self, enabled: bool, total: int, done: int, label: str) -> None:
+    def __init__(self, enabled: bool, total: int, done: int, label: str, *, stream: TextIO | None = None,
+                 interval: float | None = None, clock: Callable[[], float] = time.monotonic,
+                 terminal: bool | None = None) -> None:
         self.bar: Any = None
-        if enabled and os.isatty(2):
+        self.enabled, self.total, self.label = enabled, total, label
+        self.start_done = self.completed = done
+        self.errors = 0
+        self.stream, self.clock = stream, clock
+        self.interval = status_interval() if interval is None else interval
+        self.t0 = clock()
+        self.last_line = self.t0
+        self.lines = 0
+        on_terminal = os.isatty(2) if terminal is None else terminal
+        if enabled and on_terminal:
             from rich.progress import (
                 BarColumn,
                 MofNCompleteColumn,
@@ -27,8 +60,6 @@ class RunProgress:
                 TimeElapsedColumn(), TimeRemainingColumn(), transient=False,
             )
             self.tid = self.bar.add_task(label, total=total, completed=done, rate=0.0, errors=0)
-            self.t0 = time.monotonic()
-            self.n = 0
 
     def __enter__(self) -> RunProgress:
         if self.bar:
@@ -38,9 +69,32 @@ class RunProgress:
     def __exit__(self, *exc: Any) -> None:
         if self.bar:
             self.bar.__exit__(*exc)
+        elif self.enabled and self.lines:  # the last word on a log: where the run ended
+            self._line()
 
-    def advance(self, n: int, errors: int) -> None:
+    def rate(self) -> float:
+        return (self.completed - self.start_done) / max(self.clock() - self.t0, 1e-9)
+
+    def status_line(self) -> str:
+        elapsed = self.clock() - self.t0
+        rate = self.rate()
+        share = f" ({100 * self.completed / self.total:.0f}%)" if self.total else ""
+        left = self.total - self.completed
+        eta = f", ETA {_clock(left / rate)}" if rate > 0 and left > 0 else ""
+        return (f"{self.label}: {self.completed}/{self.total}{share}, {rate:.2f}/s, errors {self.errors}, "
+                f"elapsed {_clock(elapsed)}{eta}")
+
+    def _line(self) -> None:
+        stream = self.stream or sys.stderr
+        print(self.status_line(), file=stream, flush=True)
+        self.last_line = self.clock()
+        self.lines += 1
+
+    def update(self, completed: int, errors: int) -> None:
+        """``completed``: samples done in total (those of earlier invocations included)."""
+        self.completed = min(max(completed, self.completed), self.total)
+        self.errors = errors
         if self.bar:
-            self.n += n
-            rate = self.n / max(time.monotonic() - self.t0, 1e-9)
-            self.bar.update(self.tid, advance=n, rate=rate, errors=errors)
+            self.bar.update(self.tid, completed=self.completed, rate=self.rate(), errors=errors)
+        elif self.enabled and self.clock() - self.last_line >= self.interval:
+            self._line()

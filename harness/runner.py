@@ -436,8 +436,8 @@ class Runner:
         queue: asyncio.Queue[list[_Item] | None] = asyncio.Queue(maxsize=2 * n_workers)
         progress = RunProgress(self.cfg.progress, n_total, n_skipped, f"{self.task.name} · {self.cfg.model}")
 
-        def advance(before: int) -> None:
-            progress.advance(self.writer.n_new - before, self.writer.n_err)
+        def advance() -> None:  # absolute counts: a worker's own delta would include the others' completions
+            progress.update(n_skipped + self.writer.n_new, self.writer.n_err)
             if self.on_progress:
                 self.on_progress(n_skipped + self.writer.n_new, n_total)
 
@@ -446,9 +446,8 @@ class Runner:
             # bounded queue keeps preparation (prompt building, media decoding) just ahead of the model
             try:
                 for start in range(0, len(pending), window):
-                    before = self.writer.n_new
                     ready = await self._prepare(pending[start : start + window], client, run_id, use_cache)
-                    advance(before)
+                    advance()
                     for i in range(0, len(ready), batch):
                         await queue.put(ready[i : i + batch])
             finally:
@@ -457,11 +456,10 @@ class Runner:
 
         async def worker() -> None:
             while (chunk := await queue.get()) is not None:
-                before = self.writer.n_new
                 await self._process_chunk(chunk, client, run_id, ctx, use_cache)
                 for item in chunk:  # recorded: the pending list need not keep its request and reply alive
                     item.request = item.request_dict = item.output = None
-                advance(before)
+                advance()
                 if self.writer.due():  # checked here: no coroutine per chunk while nothing is due
                     await self.writer.flush_async()
             # the queue is drained: only the replies in flight are left, and the loop has time, so
