@@ -65,8 +65,8 @@ def test_a_concurrent_eval_on_a_pipe_reports_exact_counts(tmp_path) -> None:
     """``--concurrency 8`` used to show 2372/300: each worker added every completion since its chunk began."""
     env = {**os.environ, "HARNESS_STATUS_INTERVAL": "0", "HARNESS_CACHE_DIR": str(tmp_path / "cache")}
     done = subprocess.run(
-        [str(Path(sys.executable).parent / "harness"), "eval", "-t", "gsm8k", "-m", "builtin:constant", "-M", "text=zero",
-         "-M", "batch_size=1", "-M", "delay=0.01", "--limit", "40", "--concurrency", "8",
+        [str(Path(sys.executable).parent / "harness"), "eval", "-t", "gsm8k", "-m", "builtin:constant",
+         "-M", "text=zero", "-M", "batch_size=1", "-M", "delay=0.01", "--limit", "40", "--concurrency", "8",
          "--db", f"sqlite:///{tmp_path / 'h.db'}"],
         capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
