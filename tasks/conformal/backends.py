@@ -3,11 +3,12 @@
 Methods (see ``learners.py``): ``pnorm`` (p-norm online mirror descent, p = 1 + 1/ln d) and ``up``
 (coordinate-wise universal portfolio), both with lazy isotonic projection; baselines ``ogd``
 (independent per-level OGD, no projection), ``ogd_sorted`` (eagerly projected state), ``ogd_lazy``
-(OGD with lazy projection) and ``aci`` (adaptive conformal inference per level).
+(OGD with lazy projection), ``aci`` (adaptive conformal inference per level, unclipped as its authors'
+code: a set may be the whole line or empty) and ``aci_clipped`` (MAPIE's clip of alpha_t to [0, 1]).
 
 Settings (``-M``): ``lr`` (ogd*, pnorm: step = lr x burn-in score scale, default 0.05), ``wealth`` (up:
 initial wealth in units of the score scale, 0.05), ``grid`` (up: betting fractions, 201), ``gamma``
-(aci: 0.005). A request whose stream has NaN/inf values, or bad levels/forecaster, gets an error
+(aci, aci_clipped: 0.005). A request whose stream has NaN/inf values, or bad levels/forecaster, gets an error
 output naming the problem; the other streams of the run go on.
 """
 
@@ -89,7 +90,8 @@ def _settings(method: str, settings: dict[str, Any]) -> dict[str, float]:
     return out
 
 
-@model("ocp", description="Multi-level online conformal prediction: ocp:pnorm | up | ogd | ogd_sorted | ogd_lazy | aci")
+@model("ocp", description="Multi-level online conformal prediction: ocp:pnorm | up | ogd | ogd_sorted | ogd_lazy "
+       "| aci | aci_clipped")
 def ocp(path: str | None, **settings: Any) -> OnlineConformal:
     method = path or "pnorm"
     if method not in METHODS:

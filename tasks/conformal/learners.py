@@ -17,8 +17,15 @@ c_k = err_k - alpha_k in [-1, 1], is what the dual states accumulate.
   prod(1 + b c), the bet is the prior-weighted wealth times b (= the mixture's bet exactly, for a
   discrete prior), played q = Proj(q0 + B * wealth0 * bet). Lazy: the grid wealths are the state.
 - ``aci``: adaptive conformal inference (Gibbs & Candes 2021) per level: alpha_t <- alpha_t +
-  gamma (alpha - err_t), clipped to [0, 1] as MAPIE's ``adapt_conformal_inference`` does; the
-  threshold is the conformal (ceil((n+1)(1-alpha_t))-th smallest) quantile of all revealed scores.
+  gamma (alpha - err_t), *unclipped*, as the authors' released code does (``ACCode.R``,
+  ``runElectionNightPred``, isgibbs/AdaptiveConformal @ 6c312b45): alpha_t <= 0 plays the whole line
+  (threshold +inf, never an error), alpha_t >= 1 the empty set (threshold -inf, always an error),
+  otherwise the conformal (ceil((n+1)(1-alpha_t))-th smallest) quantile of all revealed scores. Their
+  long-run coverage bound |coverage - (1 - alpha)| <= (max(alpha, 1 - alpha) + gamma) / (gamma T)
+  needs the unclipped update. The score and its quantile are ours (the reference refits a quantile
+  regression and takes R's type-7 quantile of a calibration split); the update and error rule are theirs.
+- ``aci_clipped``: the same with alpha_t clipped to [0, 1] after each step, as MAPIE's
+  ``adapt_conformal_inference`` does (so the sets stay finite and non-empty; the bound does not hold).
 
 Units: q0 are the empirical level-quantiles of the burn-in scores and B their maximum, so eta =
 lr * B and the UP wealth are in score units whatever the scale of the series (fixed after burn-in).
@@ -32,10 +39,10 @@ from collections.abc import Sequence
 
 from harness.tasks.conformal.isotonic import isotonic_projection
 
-METHODS = ("aci", "ogd", "ogd_lazy", "ogd_sorted", "pnorm", "up")
+METHODS = ("aci", "aci_clipped", "ogd", "ogd_lazy", "ogd_sorted", "pnorm", "up")
 DEFAULTS: dict[str, dict[str, float]] = {
     "ogd": {"lr": 0.05}, "ogd_sorted": {"lr": 0.05}, "ogd_lazy": {"lr": 0.05}, "pnorm": {"lr": 0.05},
-    "up": {"wealth": 0.05, "grid": 201}, "aci": {"gamma": 0.005},
+    "up": {"wealth": 0.05, "grid": 201}, "aci": {"gamma": 0.005}, "aci_clipped": {"gamma": 0.005},
 }
 
 
@@ -143,23 +150,32 @@ class UniversalPortfolio(Learner):
 
 
 class ACI(Learner):
-    def __init__(self, alphas: Sequence[float], warm_scores: Sequence[float], settings: dict[str, float]) -> None:
+    def __init__(self, alphas: Sequence[float], warm_scores: Sequence[float], settings: dict[str, float],
+                 clip: bool = False) -> None:
         super().__init__(alphas, warm_scores, settings)
         self.gamma = float(settings["gamma"])
+        self.clip = clip
         self.alpha_t = list(self.alphas)
         self.scores = sorted(float(s) for s in warm_scores)
         self.q = self._quantiles()
 
+    def _quantile(self, alpha_t: float) -> float:
+        if not self.clip and alpha_t <= 0.0:
+            return math.inf  # the whole line: covers every y
+        if not self.clip and alpha_t >= 1.0:
+            return -math.inf  # the empty set: covers nothing
+        return conformal_quantile(self.scores, 1 - alpha_t)
+
     def _quantiles(self) -> list[float]:
-        return [conformal_quantile(self.scores, 1 - a) for a in self.alpha_t]
+        return [self._quantile(a) for a in self.alpha_t]
 
     def thresholds(self) -> list[float]:
         return list(self.q)
 
     def update(self, score: float) -> None:
         errs = [1.0 if score > q else 0.0 for q in self.q]
-        self.alpha_t = [min(max(at + self.gamma * (a - e), 0.0), 1.0)
-                        for at, a, e in zip(self.alpha_t, self.alphas, errs, strict=True)]
+        steps = [at + self.gamma * (a - e) for at, a, e in zip(self.alpha_t, self.alphas, errs, strict=True)]
+        self.alpha_t = [min(max(at, 0.0), 1.0) for at in steps] if self.clip else steps
         bisect.insort(self.scores, float(score))
         self.q = self._quantiles()
 
@@ -183,4 +199,4 @@ def make_learner(method: str, alphas: Sequence[float], warm_scores: Sequence[flo
         return LazyDual(alphas, warm_scores, cfg, r=max(1.0 + math.log(d), 2.0))
     if method == "up":
         return UniversalPortfolio(alphas, warm_scores, cfg)
-    return ACI(alphas, warm_scores, cfg)
+    return ACI(alphas, warm_scores, cfg, clip=method == "aci_clipped")

@@ -10,6 +10,7 @@ Here the intervals are yhat -/+ q_k and the median is the point forecast yhat.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -50,12 +51,25 @@ def stream_metrics(y: Any, yhat: Any, q: Any, levels: Sequence[float]) -> dict[s
     covered = (y[:, None] >= lower) & (y[:, None] <= upper)
     coverage = covered.mean(axis=0)
     alphas = [1.0 - lv for lv in levels]
-    per_level = {f"{lv:g}": {"coverage": float(c), "coverage_error": float(c - lv), "width": float(w)}
-                 for lv, c, w in zip(levels, coverage, (upper - lower).mean(axis=0), strict=True)}
+    # A set may be the whole line (ACI plays it once alpha_t <= 0): it covers, and its width is infinite.
+    # Widths and WIS are taken over the finite sets (WIS: over the steps whose sets are all finite) and
+    # the share of infinite sets is its own metric, so nothing infinite is dropped without a word.
+    finite = np.isfinite(q)
+    width = np.where(finite, upper - lower, np.nan)
+    all_finite = finite.all(axis=1)
+    wis = weighted_interval_score(lower[all_finite], upper[all_finite], yhat[all_finite], y[all_finite], alphas)
+    with np.errstate(invalid="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # the mean of no finite set is NaN: left out, counted
+        level_widths = np.nanmean(width, axis=0)
+        width_mean = float(np.nanmean(width)) if finite.any() else float("nan")
+    per_level = {f"{lv:g}": {"coverage": float(c), "coverage_error": float(c - lv), "width": float(w),
+                             "infinite_sets": float(1.0 - f)}
+                 for lv, c, w, f in zip(levels, coverage, level_widths, finite.mean(axis=0), strict=True)}
     return {
         "coverage_gap_max": float(np.max(np.abs(coverage - np.asarray(levels)))),
         "crossings": float(crossings(q)),
-        "wis": float(weighted_interval_score(lower, upper, yhat, y, alphas).mean()),
-        "width_mean": float((upper - lower).mean()),
+        "wis": float(wis.mean()) if len(wis) else float("nan"),
+        "width_mean": width_mean,
+        "infinite_sets": float(1.0 - finite.mean()),
         "levels": per_level,
     }

@@ -20,6 +20,7 @@ Scoring recomputes everything from the emitted sets (never trusting backend numb
 from __future__ import annotations
 
 import binascii
+import math
 from collections import defaultdict
 from typing import Any
 
@@ -47,16 +48,17 @@ from harness.types import (
 )
 
 VERSION = "1"
-OVERALL = ("coverage_gap_max", "crossings", "wis", "width_mean")
-PER_LEVEL = ("coverage", "coverage_error", "width")
+OVERALL = ("coverage_gap_max", "crossings", "wis", "width_mean", "infinite_sets")
+PER_LEVEL = ("coverage", "coverage_error", "width", "infinite_sets")
 METRICS: dict[str, MetricInfo] = {
-    "wis": lower("Weighted interval score"),
+    "wis": lower("Weighted interval score (steps whose sets are all finite)"),
+    "infinite_sets": lower("Share of sets that are the whole line", scale="fraction"),
     "coverage_gap_max": lower("Max |coverage - target| over levels", scale="fraction"),
     "crossings": lower("Steps with non-nested sets"),
-    "width_mean": neutral("Mean set width"),
+    "width_mean": neutral("Mean width of the finite sets"),
     "coverage": neutral("Coverage", scale="fraction"),
     "coverage_error": neutral("Coverage - target", scale="fraction"),
-    "width": neutral("Set width"),
+    "width": neutral("Width of the finite sets"),
     "seconds": neutral("Seconds per stream"),
     "streams": neutral("Streams scored"),
 }
@@ -88,7 +90,7 @@ def score(sample: Sample, output: Output, ctx: ScoreContext) -> Score:
     except (ValueError, TypeError, binascii.Error) as exc:
         return Score.not_scored(f"malformed sets: {exc}")
     m = stream_metrics(y, yhat, q, levels)
-    values = {k: m[k] for k in OVERALL}
+    values = {k: m[k] for k in OVERALL if math.isfinite(m[k])}  # NaN: no finite set to measure
     if isinstance(pred.get("seconds"), int | float):
         values["seconds"] = float(pred["seconds"])
     return Score(values=values, details={"levels": m["levels"]})
