@@ -19,7 +19,7 @@ from harness.tasks.conformal.metrics import stream_metrics  # noqa: E402
 from harness.tasks.conformal.online import run_online  # noqa: E402
 from harness.tasks.conformal.streams import DEFAULT_LEVELS, STREAMS, elec2, stocks, synthetic  # noqa: E402
 
-METHODS = ("pnorm", "up", "ogd_lazy", "ogd", "ogd_sorted", "aci")
+METHODS = ("pnorm", "up", "ogd_lazy", "ogd", "ogd_sorted", "aci", "aci_clipped")
 
 
 def measure(series: list[list[float]], forecaster: str, burn_in: int) -> dict[str, dict[str, float]]:
