@@ -34,13 +34,24 @@ class Bounds:
         return [self.lower, self.upper]
 
 
-def conditionals(p: Any, d: Diagram, smooth: float = 1e-9) -> Any:
-    """[K, n] matrix of P(v_i | v_<i) (topological order) at every configuration."""
+ZERO_CELL_SMOOTHING = 1e-9
+
+
+def conditionals(p: Any, d: Diagram, smooth: float | None = None) -> Any:
+    """[K, n] matrix of P(v_i | v_<i) (topological order) at every configuration.
+
+    The conditionals are the distribution's own: no pseudo-count is added where every configuration
+    has positive probability (even 1e-9 moved "sharp" bounds by up to 3e-4 on near-deterministic
+    SCMs). Only where a configuration has probability zero, so that some P(v_i | v_<i) is 0/0, is a
+    pseudo-count of ``ZERO_CELL_SMOOTHING`` added to every cell (``smooth`` sets it explicitly)."""
     import numpy as np
 
     names, order = d.names, d.order()
     V = configs(len(names))
-    p = np.asarray(p, dtype=float) + smooth
+    p = np.asarray(p, dtype=float)
+    if smooth is None:
+        smooth = 0.0 if bool((p > 0).all()) else ZERO_CELL_SMOOTHING
+    p = p + smooth
     p = p / p.sum()
     out = np.ones((len(V), len(names)))
     for pos, v in enumerate(order):
