@@ -183,12 +183,10 @@ FIXTURES: dict[str, Callable[[Path], None]] = {"qa": _write_qa, "longshot": _wri
 
 
 def _blender() -> bool:
-    """Blender runs out of process in its own venv (tests/setup.d/50-bpy.sh), as the 3D families find it."""
-    import os
+    """Blender runs out of process in its own venv (``harness.blender``), as the 3D families find it."""
+    from harness.blender import blender_available
 
-    explicit = os.environ.get("HARNESS_BPY_PYTHON")
-    cache = Path(os.environ.get("HARNESS_CACHE_DIR", Path.home() / ".cache" / "harness"))
-    return (Path(explicit) if explicit else cache / "venvs" / "bpy" / "bin" / "python").exists()
+    return blender_available()
 
 
 def _missing(modules: tuple[str, ...]) -> list[str]:
@@ -197,7 +195,9 @@ def _missing(modules: tuple[str, ...]) -> list[str]:
     for name in modules:
         if name == "blender":
             if not _blender():
-                out.append("Blender (the bpy venv: HARNESS_BPY_PYTHON)")
+                from harness.blender import how_to_install
+
+                out.append(f"Blender (bpy; {how_to_install()})")
             continue
         try:
             found = importlib.util.find_spec(name) is not None

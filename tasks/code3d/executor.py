@@ -4,7 +4,7 @@
 ERR_EXEC, ERR_NO_MESH, ERR_RENDER, ERR_TIMEOUT, the traceback, the exported GLB, the four renders,
 surface samples and part analysis. Workers are processes of the bpy venv's Python
 (``HARNESS_BPY_PYTHON``, default ``$HARNESS_CACHE_DIR/venvs/bpy/bin/python``, built by
-tests/setup.d/50-bpy.sh), each started with ``harness.sandbox.spawn_sandboxed`` (no network,
+``harness.blender``), each started with ``harness.sandbox.spawn_sandboxed`` (no network,
 read-only filesystem except its work dir, own uid and PID namespace, rlimits). ``fresh=True`` starts
 a new worker per sample instead (the baseline in bench/code3d.py).
 """
@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.blender import BlenderMissing
+from harness.blender import bpy_python as core_bpy_python
 from harness.sandbox import SandboxProcess, spawn_sandboxed
 
 HERE = Path(__file__).parent
@@ -34,18 +36,12 @@ ARTIFACT_FILES = ("model_script.py", "model.glb", *VIEW_NAMES, "points.npy", "th
 READY_TIMEOUT_S = 180.0
 
 
-class BpyUnavailable(RuntimeError):
-    pass
+BpyUnavailable = BlenderMissing  # the name this module's callers catch
 
 
 def bpy_python() -> str:
-    """The bpy venv's interpreter, or a clear error naming how to build it."""
-    explicit = os.environ.get("HARNESS_BPY_PYTHON")
-    cache = Path(os.environ.get("HARNESS_CACHE_DIR", Path.home() / ".cache" / "harness"))
-    path = Path(explicit) if explicit else cache / "venvs" / "bpy" / "bin" / "python"
-    if not path.exists():
-        raise BpyUnavailable(f"bpy Python not found at {path}: run tests/setup.d/50-bpy.sh or set HARNESS_BPY_PYTHON")
-    return str(path)
+    """The bpy venv's interpreter, or :class:`BlenderMissing` saying how to make one."""
+    return core_bpy_python()
 
 
 @dataclass

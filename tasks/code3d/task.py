@@ -39,7 +39,7 @@ from harness.registry import task
 from harness.sandbox import excerpt
 from harness.task import SampleRecord, ScoreContext, Task
 from harness.tasks.code3d import data as data_mod
-from harness.tasks.code3d.executor import BlenderPool, ExecResult, RenderOptions
+from harness.tasks.code3d.executor import BlenderPool, ExecResult, RenderOptions, bpy_python
 from harness.tasks.code3d.references import Reference, prepare_reference
 from harness.tasks.code3d.taxonomy import classify_failure, exec_family
 from harness.types import (
@@ -355,6 +355,7 @@ def _build(setting: str, **options: Any) -> Task:
     unknown = set(options) - known
     if unknown:
         raise ValueError(f"unknown code3d option(s): {', '.join(sorted(unknown))}; known: {', '.join(sorted(known))}")
+    bpy_python()  # Blender first: without it every sample would be a model call whose answer cannot be run
     prompt_type = str(options.get("prompt_type", "description"))
     if prompt_type not in ("description", "instruction"):
         raise ValueError(f"prompt_type must be 'description' or 'instruction', not {prompt_type!r}")

@@ -36,13 +36,14 @@ def cache_root() -> Path:
 
 
 def bpy_python() -> str:
-    explicit = os.environ.get("HARNESS_BPY_PYTHON")
-    base = Path(os.environ.get("HARNESS_CACHE_DIR", Path.home() / ".cache" / "harness"))
-    path = Path(explicit) if explicit else base / "venvs" / "bpy" / "bin" / "python"
-    if not path.exists():
-        raise BlenderUnavailable(f"Blender (bpy) not found at {path}: run tests/setup.d/50-bpy.sh or set "
-                                 "HARNESS_BPY_PYTHON")
-    return str(path)
+    """The Blender venv's interpreter (``harness.blender``), or BlenderUnavailable saying how to make one."""
+    from harness.blender import BlenderMissing
+    from harness.blender import bpy_python as core_bpy_python
+
+    try:
+        return core_bpy_python()
+    except BlenderMissing as exc:
+        raise BlenderUnavailable(str(exc)) from None
 
 
 @dataclass(frozen=True)
