@@ -99,9 +99,14 @@ def eval_cmd(
         fail("--limit must be >= 0")
     if concurrency is not None and concurrency < 1:
         fail("--concurrency must be at least 1")
-    sessions = _sessions(db)
+    if shards is not None:  # before the database is opened; 0 is refused, not read as the default
+        from harness.commands.sweep import check_shards
+
+        check_shards(shards)
+    # options first: a refused value is one line before the database is opened (or created)
     task_options, model_settings = parse_kv(task_opt, "-T"), parse_kv(model_opt, "-M")
     judge_settings = parse_kv(judge_opt, "-J")
+    sessions = _sessions(db)
     if dp is not None:
         model_settings["dp"] = dp
     if resume:
@@ -459,6 +464,7 @@ _register_core_commands()
 
 
 def main() -> None:
+    from harness.errors import UserError
     from harness.resources import MissingResourceError
 
     try:
@@ -467,6 +473,12 @@ def main() -> None:
         sys.exit(0)
     except MissingResourceError as exc:  # an installation without its data files: one line, no traceback
         sys.exit(f"error: {exc}")
+    except UserError as exc:
+        # the net under every command (core, family and plugin CLIs): a user error that a command did
+        # not turn into a line itself (most call `fail`) still ends as one, with exit status 2
+        message = " ".join(str(exc).split()) or type(exc).__name__
+        print(f"error: {message}", file=sys.stderr)
+        sys.exit(2)
 
 
 if __name__ == "__main__":

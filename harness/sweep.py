@@ -26,6 +26,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from harness.store import units
 from harness.sweep_matrix import Matrix, RunEntry, SweepError, expand
+from harness.sweep_schema import MAX_UNITS, validate_options
 from harness.sweep_status import sweep_progress
 
 MAX_UNIT = 500
@@ -65,8 +66,16 @@ def _say(opts: SweepOptions, text: str) -> None:
     (opts.say or (lambda t: print(t, file=sys.stderr)))(text)
 
 
+def check_options(opts: SweepOptions) -> None:
+    """Refuse options out of range (``--unit-size 0``, ``--lease nan``, ``--workers 0``) as one line,
+    through the sweep schema; called before any database is opened or cluster joined."""
+    validate_options({"workers": opts.workers, "unit_size": opts.unit_size, "lease_seconds": opts.lease_seconds,
+                      "max_slots": opts.max_slots, "max_restarts": opts.max_restarts,
+                      "ray_address": opts.ray_address})
+
+
 def unit_size(entries: list[RunEntry], opts: SweepOptions) -> int:
-    if opts.unit_size:
+    if opts.unit_size is not None:  # 0 is refused, not read as "the default"
         if opts.unit_size < 1:
             raise SweepError("--unit-size must be at least 1")
         return min(opts.unit_size, MAX_UNIT)
@@ -141,12 +150,14 @@ def _groups(entries: list[RunEntry], n_workers: int) -> list[tuple[dict[str, flo
     return [(dict(key), idx, max(1, round(n_workers * len(idx) / total))) for key, idx in by.items()]
 
 
-def start(sessions: sessionmaker[Session], db_url: str, matrix: Matrix, opts: SweepOptions) -> SweepResult:
-    """Validate, connect, write the sweep, run the workers until every unit is done; the result."""
-    if opts.workers < 1:
-        raise SweepError("--workers must be at least 1")
+def start(sessions: sessionmaker[Session], db_url: str, matrix: Matrix, opts: SweepOptions,
+          entries: list[RunEntry] | None = None) -> SweepResult:
+    """Validate, connect, write the sweep, run the workers until every unit is done; the result.
+    ``entries``: the matrix already expanded (the CLI does it before it opens the database)."""
+    check_options(opts)
     t0 = time.perf_counter()
-    entries = expand(matrix)
+    if entries is None:
+        entries = expand(matrix)
     name = matrix.name or matrix.default_name()
     notes = []
     if sessions.kw["bind"].dialect.name == "sqlite":
@@ -155,6 +166,10 @@ def start(sessions: sessionmaker[Session], db_url: str, matrix: Matrix, opts: Sw
                              "--db for a Ray cluster")
         notes.append(f"SQLite store: the {opts.workers} workers run as local processes on this machine")
     size = unit_size(entries, opts)
+    n_units = sum(math.ceil(len(e.sample_ids) / size) for e in entries)
+    if n_units > MAX_UNITS:  # one row each, written in one transaction: bounded before Ray or the database
+        raise SweepError(f"the sweep would be {n_units:,} work units of {size} samples (at most {MAX_UNITS:,}): "
+                         "raise --unit-size or split the sweep")
     ray = connect(opts.ray_address, opts.workers)
     plan = [(i, e.run_name, ids) for i, e in enumerate(entries) for ids in units.chunk(e.sample_ids, size)]
     config = {"runs": [e.to_dict() for e in entries], "unit_size": size, "workers": opts.workers}
@@ -213,7 +228,7 @@ def _wait(ray: Any, sessions: sessionmaker[Session], sweep_id: int, calls: list[
     planned = sum(r.planned for r in sweep_progress(sessions, sweep_id))
     done0 = sum(r.done for r in sweep_progress(sessions, sweep_id))
     with RunProgress(opts.progress, planned, done0, "sweep") as bar:
-        seen, pending = done0, list(calls)
+        pending = list(calls)
         while pending:
             ready, pending = ray.wait(pending, num_returns=len(pending), timeout=1.0)
             for ref in ready:
@@ -223,6 +238,4 @@ def _wait(ray: Any, sessions: sessionmaker[Session], sweep_id: int, calls: list[
                     first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
                     reports.append({"owner": "?", "error": first[:300]})
             rows = sweep_progress(sessions, sweep_id)
-            now_done = sum(r.done for r in rows)
-            bar.advance(now_done - seen, sum(r.errors for r in rows))
-            seen = now_done
+            bar.update(sum(r.done for r in rows), sum(r.errors for r in rows))  # absolute counts, from the rows

@@ -14,8 +14,10 @@ From the command line (``-t``/``-m``/``-T``/``-M``/``--seeds``) or a small YAML 
     limit: 200
     judge: {spec: "openai:gpt-4o", settings: {}}
 
-Everything is validated before anything is submitted: unknown tasks, models or settings, bad task
-options and an empty sample list are one-line :class:`SweepError` s naming the entry.
+Everything is validated before anything is submitted. The file, the flags and a :class:`Matrix`
+built in Python all go through one schema (:mod:`harness.sweep_schema`: sizes bounded before
+anything is expanded, strict types, unknown keys refused); then unknown tasks, models or settings,
+bad task options and an empty sample list are one-line :class:`SweepError` s naming the entry.
 """
 
 from __future__ import annotations
@@ -25,11 +27,9 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import UserError
+from harness.sweep_schema import MAX_SAMPLES, SweepFile, read_sweep_file, validate_sweep
+from harness.sweep_schema import SweepError as SweepError  # re-exported: its home for callers
 from harness.types import stable_hash
-
-
-class SweepError(UserError, ValueError):
-    """A sweep cannot be submitted (bad matrix, unknown name, unreachable cluster or database)."""
 
 
 @dataclass(frozen=True)
@@ -88,64 +88,37 @@ class Matrix:
         return "sweep-" + stable_hash([self.tasks, [(m, s) for m, s, _ in self.models], self.seeds, self.epochs,
                                        self.limit, self.judge, self.judge_settings])[:10]
 
+    def to_data(self) -> dict[str, Any]:
+        """The matrix in the sweep file's shape, for :func:`harness.sweep_schema.validate_sweep`."""
+        data: dict[str, Any] = {
+            "tasks": [{"name": t, "options": o} for t, o in self.tasks],
+            "models": [{"spec": m, "settings": s, "resources": asdict(r) if isinstance(r, Resources) else r}
+                       for m, s, r in self.models],
+            "seeds": self.seeds, "epochs": self.epochs, "limit": self.limit, "name": self.name,
+        }
+        if self.judge is not None or self.judge_settings:  # -J without --judge is refused, not dropped
+            data["judge"] = {"settings": self.judge_settings}
+            if self.judge is not None:
+                data["judge"]["spec"] = self.judge
+        return data
 
-def _mapping(value: Any, what: str) -> dict[str, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
-        raise SweepError(f"{what} must be a mapping of names to values")
-    return dict(value)
+
+def _from_schema(sweep: SweepFile) -> Matrix:
+    judge = sweep.judge
+    return Matrix([(t.name, dict(t.options)) for t in sweep.tasks],
+                  [(m.spec, dict(m.settings), Resources(**m.resources.model_dump())) for m in sweep.models],
+                  list(sweep.seeds), sweep.epochs, sweep.limit, judge.spec if judge else None,
+                  dict(judge.settings) if judge else {}, sweep.name)
 
 
 def matrix_from_yaml(path: Path) -> Matrix:
-    import yaml
+    """A sweep file as a :class:`Matrix`: bounded, parsed and validated (see :mod:`harness.sweep_schema`)."""
+    return _from_schema(validate_sweep(read_sweep_file(path), str(path)))
 
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise SweepError(f"cannot read {path}: {exc.strerror or exc}") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" (line {mark.line + 1})" if mark is not None else ""
-        raise SweepError(f"{path}: not valid YAML{where}") from None
-    if not isinstance(data, dict):
-        raise SweepError(f"{path}: a sweep file is a mapping with `tasks` and `models`")
-    unknown = set(data) - {"name", "tasks", "models", "seeds", "epochs", "limit", "judge"}
-    if unknown:
-        raise SweepError(f"{path}: unknown key(s) {', '.join(sorted(unknown))} "
-                         "(known: name, tasks, models, seeds, epochs, limit, judge)")
-    tasks: list[tuple[str, dict[str, Any]]] = []
-    for item in data.get("tasks") or []:
-        if isinstance(item, str):
-            tasks.append((item, {}))
-        elif isinstance(item, dict) and isinstance(item.get("name"), str):
-            tasks.append((item["name"], _mapping(item.get("options"), f"task {item['name']!r} options")))
-        else:
-            raise SweepError(f"{path}: a task is a name or {{name: ..., options: {{...}}}}, got {item!r}")
-    models: list[tuple[str, dict[str, Any], Resources]] = []
-    for item in data.get("models") or []:
-        if isinstance(item, str):
-            models.append((item, {}, Resources()))
-        elif isinstance(item, dict) and isinstance(item.get("spec"), str):
-            res = _mapping(item.get("resources"), f"model {item['spec']!r} resources")
-            try:
-                resources = Resources(**{k: float(v) for k, v in res.items()})
-            except (TypeError, ValueError):
-                raise SweepError(f"model {item['spec']!r}: resources are gpus, cpus, memory_gb (numbers)") from None
-            models.append((item["spec"], _mapping(item.get("settings"), f"model {item['spec']!r} settings"),
-                           resources))
-        else:
-            raise SweepError(f"{path}: a model is a spec or {{spec: ..., settings: {{...}}}}, got {item!r}")
-    judge = data.get("judge")
-    judge_spec, judge_settings = (judge, {}) if isinstance(judge, str) or judge is None else (
-        judge.get("spec"), _mapping(judge.get("settings"), "judge settings"))
-    seeds = data.get("seeds", [0])
-    if isinstance(seeds, int):
-        seeds = [seeds]
-    if not isinstance(seeds, list) or not all(isinstance(s, int) for s in seeds):
-        raise SweepError(f"{path}: seeds is an integer or a list of integers")
-    return Matrix(tasks, models, seeds, int(data.get("epochs", 1)), data.get("limit"), judge_spec, judge_settings,
-                  data.get("name"))
+
+def check_matrix(matrix: Matrix) -> None:
+    """The schema's checks on a matrix from flags or Python: sizes first, then types and ranges."""
+    validate_sweep(matrix.to_data(), flags=True)
 
 
 def expand(matrix: Matrix) -> list[RunEntry]:
@@ -155,20 +128,19 @@ def expand(matrix: Matrix) -> list[RunEntry]:
     from harness.modelspec import ModelSpecError
     from harness.runner import EvalConfig, build_task, default_run_name, select_samples
 
-    if not matrix.tasks:
-        raise SweepError("the sweep has no tasks (-t TASK or `tasks:` in the file)")
-    if not matrix.models:
-        raise SweepError("the sweep has no models (-m MODEL or `models:` in the file)")
-    if matrix.epochs < 1:
-        raise SweepError("epochs must be at least 1")
-    if not matrix.seeds:
-        raise SweepError("the sweep has no seeds")
+    check_matrix(matrix)  # sizes and types before any task is built
     for spec, settings, _ in matrix.models:
         try:
             check_model(spec, settings)
         except (ModelSpecError, UserError) as exc:
             raise SweepError(f"model {spec!r}: {exc}") from None
+    if matrix.judge is not None:  # an unknown judge would otherwise fail every sample, on the workers
+        try:
+            check_model(matrix.judge, matrix.judge_settings)
+        except (ModelSpecError, UserError) as exc:
+            raise SweepError(f"judge {matrix.judge!r}: {exc}") from None
     entries = []
+    n_samples = 0
     for task_name, options in matrix.tasks:
         try:
             task = build_task(task_name, options)
@@ -180,6 +152,11 @@ def expand(matrix: Matrix) -> list[RunEntry]:
                 ids = [s.id for s in select_samples(task, probe)]
             except UserError as exc:
                 raise SweepError(f"task {task_name!r}: {exc}") from None
+            # every run stores its sample ids in the sweep row: bounded before the runs are made
+            n_samples += len(ids) * len(matrix.models)
+            if n_samples > MAX_SAMPLES:
+                raise SweepError(f"the sweep covers more than {MAX_SAMPLES:,} samples over its runs (at task "
+                                 f"{task_name!r}, seed {seed}); use --limit / `limit:` or split it")
             for spec, settings, resources in matrix.models:
                 cfg = EvalConfig(task=task_name, model=spec, task_options=options, model_settings=settings,
                                  judge=matrix.judge, judge_settings=matrix.judge_settings, seed=seed,

@@ -31,13 +31,17 @@ def absolute_db_url(db: str | None) -> str:
 
 
 def _matrix(file: Path | None, tasks: list[str] | None, models: list[str] | None, task_opt: list[str] | None,
-            model_opt: list[str] | None, seeds: str | None, epochs: int, limit: int | None, judge: str | None,
+            model_opt: list[str] | None, seeds: str | None, epochs: int | None, limit: int | None, judge: str | None,
             judge_opt: list[str] | None, name: str | None) -> Any:
     from harness.sweep_matrix import Matrix, Resources, matrix_from_yaml
 
     if file is not None:
-        if tasks or models:
-            fail("give the matrix either as a file or with -t/-m, not both")
+        # a flag beside a file would be silently ignored: the file is the whole matrix (--name aside)
+        given = [flag for flag, value in (("-t", tasks), ("-m", models), ("-T", task_opt), ("-M", model_opt),
+                                          ("--seeds", seeds), ("--epochs", epochs), ("--limit", limit),
+                                          ("--judge", judge), ("-J", judge_opt)) if value is not None]
+        if given:
+            fail(f"give the matrix either as a file or with flags, not both ({', '.join(given)} beside the file)")
         matrix = matrix_from_yaml(file)
         if name:
             matrix.name = name
@@ -48,7 +52,7 @@ def _matrix(file: Path | None, tasks: list[str] | None, models: list[str] | None
         fail(f"--seeds takes comma-separated integers, got {seeds!r}")
     options, settings = parse_kv(task_opt, "-T"), parse_kv(model_opt, "-M")
     return Matrix([(t, dict(options)) for t in tasks or []], [(m, dict(settings), Resources()) for m in models or []],
-                  seed_list, epochs, limit, judge, parse_kv(judge_opt, "-J"), name)
+                  seed_list, 1 if epochs is None else epochs, limit, judge, parse_kv(judge_opt, "-J"), name)
 
 
 def run_sweep(db: str | None, matrix: Any, *, workers: int, unit_size: int | None, ray: str | None,
@@ -56,14 +60,20 @@ def run_sweep(db: str | None, matrix: Any, *, workers: int, unit_size: int | Non
     from sqlalchemy.exc import SQLAlchemyError
 
     from harness.errors import UserError
-    from harness.sweep import SweepOptions, start
+    from harness.sweep import SweepOptions, check_options, start
+    from harness.sweep_matrix import expand
 
-    url = absolute_db_url(db)
-    sessions = sessions_for(url)
     opts = SweepOptions(workers=workers, unit_size=unit_size, ray_address=ray, lease_seconds=lease_seconds,
                         progress=progress and not as_json, say=lambda t: typer.echo(t, err=True))
+    try:  # bad flags or matrix (schema, unknown names, no samples): one line before a database is opened
+        check_options(opts)
+        entries = expand(matrix)
+    except (UserError, OSError) as exc:
+        fail(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+    url = absolute_db_url(db)
+    sessions = sessions_for(url)
     try:
-        result = start(sessions, url, matrix, opts)
+        result = start(sessions, url, matrix, opts, entries)
     except (UserError, OSError, SQLAlchemyError) as exc:
         fail(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
     except KeyboardInterrupt:
@@ -110,7 +120,7 @@ def register(app: typer.Typer) -> None:
         task_opt: Annotated[list[str] | None, typer.Option("-T", help="Option for every task, key=value")] = None,
         model_opt: Annotated[list[str] | None, typer.Option("-M", help="Setting for every model, key=value")] = None,
         seeds: Annotated[str | None, typer.Option(help="Comma-separated seeds (default 0)")] = None,
-        epochs: Annotated[int, typer.Option(help="Repeat each sample N times")] = 1,
+        epochs: Annotated[int | None, typer.Option(help="Repeat each sample N times (default 1)")] = None,
         limit: Annotated[int | None, typer.Option(help="First N samples of every task")] = None,
         judge: Annotated[str | None, typer.Option(help="Judge model spec")] = None,
         judge_opt: Annotated[list[str] | None, typer.Option("-J", help="Judge setting key=value")] = None,
@@ -182,6 +192,13 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"{r['id']:>4}  {r['status']:<10} {r['runs']:>4} runs  {r['created']}  {r['name']}")
 
 
+def check_shards(shards: int) -> None:
+    from harness.sweep_schema import MAX_WORKERS
+
+    if not 1 <= shards <= MAX_WORKERS:
+        fail(f"--shards must be between 1 and {MAX_WORKERS}, got {shards}")
+
+
 def sharded_eval(cfg: Any, db: str | None, shards: int, ray: str | None, *, progress: bool) -> None:
     """``harness eval ... --shards N``: one run's samples across N workers, as a one-run sweep named
     after the run (so the same command resumes it)."""
@@ -189,8 +206,7 @@ def sharded_eval(cfg: Any, db: str | None, shards: int, ray: str | None, *, prog
     from harness.runner import build_task, default_run_name
     from harness.sweep_matrix import Matrix, Resources
 
-    if shards < 1:
-        fail("--shards must be at least 1")
+    check_shards(shards)
     if cfg.sample_ids or cfg.run_name:
         fail("--shards splits the whole task under its default run name: use --limit, not --samples or --run-name")
     try:

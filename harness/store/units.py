@@ -158,7 +158,8 @@ def cancel(sessions: sessionmaker[Session], sweep_id: int) -> int:
 
 def find_sweep(sessions: sessionmaker[Session], name_or_id: str) -> SweepRow | None:
     with sessions() as s:
-        if name_or_id.isdigit():
+        # an id beyond the integer column is no sweep's (and would overflow the driver's integer)
+        if name_or_id.isascii() and name_or_id.isdigit() and int(name_or_id) <= 2**31 - 1:
             row = s.get(SweepRow, int(name_or_id))
             if row is not None:
                 return row
