@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import struct
+from collections.abc import MutableMapping
 from pathlib import Path
 from typing import Any
 
@@ -84,6 +85,20 @@ def plotly_js_path() -> Path:
 DEFAULT_MAX_PUSH_MB = 64
 
 
+def body_limit(scope: MutableMapping[str, Any]) -> int | None:
+    """The most body bytes a request may send (413 past it, before anything parses it): the push is
+    authenticated before its body is read and then capped at ``max_push_bytes``; the arena's
+    endpoints allow what a prompt and an image need; everything else takes no body to speak of."""
+    from .arena.bodylimit import DEFAULT_MAX_BODY_BYTES, arena_limit
+
+    path = scope.get("path", "")
+    if path == "/api/runs" and scope.get("method") == "POST":
+        return None
+    if path.startswith(("/arena/", "/api/arena/")) or path == "/arena":
+        return arena_limit(scope)
+    return DEFAULT_MAX_BODY_BYTES
+
+
 def create_app(db_url: str | None = None, *, write_token: str | None = None,
                media_roots: list[str | Path] | None = None, cache_seconds: float = 1.0,
                cache_entries: int = 512, max_push_bytes: int | None = None) -> FastAPI:
@@ -112,6 +127,9 @@ def create_app(db_url: str | None = None, *, write_token: str | None = None,
     # innermost: pages from the view cache are gzipped already (content-encoding set: passed through)
     app.add_middleware(GZipExceptMedia)
     app.add_middleware(CachedPagesASGI, cache_of=lambda: app.state.cache)
+    from .arena.bodylimit import BodyLimit
+
+    app.add_middleware(BodyLimit, limit_for=body_limit)  # before anything reads a body
     app.add_middleware(SecurityHeaders)  # added last: outermost, so cached answers get the headers too
 
     def static_file(request: Request, name: str) -> Response:

@@ -233,3 +233,110 @@ def test_sampling_bench_runs_and_is_deterministic():
     spec.loader.exec_module(bench)
     runs = [bench.simulate(6, 800.0, 400, 20, 0.9, active, 0, 0.25, 0.2) for active in (False, True, True)]
     assert all(20 <= r <= 400 for r in runs) and runs[1] == runs[2]
+
+
+# ---- the bounded, sanitising stream reader and folded matching (the live arena's attack surface)
+
+
+class _Deltas:
+    """A streaming backend yielding fixed deltas (``stream``) and recording whether it was closed."""
+
+    spec, batch_size, concurrency, modalities, cacheable = "deltas", 1, 1, frozenset({"text"}), False
+
+    def __init__(self, deltas, endless: bool = False) -> None:  # type: ignore[no-untyped-def]
+        self.deltas, self.endless, self.closed, self.pulled = list(deltas), endless, False, 0
+
+    async def generate(self, requests):  # type: ignore[no-untyped-def]
+        raise AssertionError("streamed, not generated")
+
+    async def stream(self, request):  # type: ignore[no-untyped-def]
+        try:
+            while True:
+                for d in self.deltas:
+                    self.pulled += 1
+                    yield d
+                if not self.endless:
+                    break
+            yield Output(usage=Usage(output_tokens=len(self.deltas), calls=1))
+        finally:
+            self.closed = True
+
+
+def _read(backend, cap=None):  # type: ignore[no-untyped-def]
+    async def run() -> tuple[list[str], Output | None]:
+        stream = ModelClient(backend).stream(Request([Message.text("user", "hi")]))
+        if cap is not None:
+            stream.limit(cap)
+        return [d async for d in stream], stream.output
+
+    return asyncio.run(run())
+
+
+def test_stream_is_cut_at_its_cap_and_the_backend_closed():
+    backend = _Deltas(["abc" * 10], endless=True)
+    deltas, out = _read(backend, cap=100)
+    assert out is not None and len("".join(deltas)) == 100 and out.text == "".join(deltas)
+    assert out.details["truncated"]["max_chars"] == 100 and out.details["finish_reason"] == "length"
+    assert backend.closed and backend.pulled == 4 and out.error is None
+    # within the cap nothing is marked
+    deltas, out = _read(_Deltas(["one ", "two"]), cap=7)
+    assert deltas == ["one ", "two"] and out is not None and "truncated" not in (out.details or {})
+    # one huge delta is cut without being cleaned or copied whole
+    deltas, out = _read(_Deltas(["\ud800" * 5_000_000]), cap=10)
+    assert deltas == ["\ufffd" * 10] and out is not None and out.details["truncated"]
+
+
+def test_stream_replaces_nul_and_lone_surrogates_and_joins_split_pairs():
+    deltas, out = _read(_Deltas(["a\x00", "\ud83d", "\ude00b", "\udc00", "c\ud800"]))
+    assert "".join(deltas) == "a\ufffd\U0001f600b\ufffdc\ufffd" and out is not None
+    assert out.text == "".join(deltas) and out.details["sanitized"]["replaced"] == 3
+    "".join(deltas).encode("utf-8")  # every delta can be sent and stored
+    # bytes and non-text items never raise; a backend that raises mid-stream fails the reply, no more
+    deltas, out = _read(_Deltas([b"caf\xc3\xa9", 7, "!"]))
+    assert deltas == ["café", "!"] and out is not None and out.error is None
+
+    class Boom(_Deltas):
+        async def stream(self, request):  # type: ignore[no-untyped-def]
+            yield "part"
+            raise RuntimeError("lost \ud800 the connection")
+
+    deltas, out = _read(Boom([]))
+    assert deltas == ["part"] and out is not None and out.error.startswith("RuntimeError: lost \ufffd")
+
+
+def test_folding_defeats_invisible_and_look_alike_characters():
+    from harness.leaderboard.arena.fold import fold, mentions
+
+    for disguised in ("bo\u200bmb", "b\u00adomb", "ｂｏｍｂ", "b\u043emb", "bo\u0301mb", "BΟMB", "\u2060bomb\ufeff",
+                      "\U0001d41b\U0001d428\U0001d426\U0001d41b", "b\u0336o\u0336m\u0336b\u0336"):
+        assert fold(disguised) == "bomb", ascii(disguised)
+    assert fold("Café") == "cafe" and fold("Straße") == "strasse"
+    words = moderation.WordList(["bomb*", "forbidden phrase", "naïve"])
+    check = lambda t: asyncio.run(words.check(t))  # noqa: E731
+    assert check("ＢＯＭＢＥＲ jacket") and check("a forbidden\u00a0phr\u0430se") and check("so naive")
+    assert check("Почему небо голубое?") is None and check("thumbomb") is None
+    # self-naming: any name, folded, separators alike; short names say nothing
+    assert mentions("I am GPT 4o\u200b-Mini.", {"gpt-4o-mini"}) and mentions("I'm Owlbear_mini", {"owlbear-mini"})
+    assert not mentions("A gpt answer", {"gpt"}) and not mentions("an owl, a bear", {"owlbear-mini"})
+
+
+def test_a_pool_entry_is_known_by_its_label_spec_and_model():
+    from harness.leaderboard.arena.pool import known_names
+
+    assert {"fast-one", "openai:gpt-owl-mini", "gpt-owl-mini"} <= known_names("fast-one", "openai:gpt-owl-mini")
+    assert "model-1b" in {n.lower() for n in known_names("x", "hf:org/Model-1B")}
+    assert {"smollm2", "gpt-x"} <= known_names("v", "vote(smollm2, openai:gpt-x, n=5)")
+    assert "constant" in known_names("builtin:constant (text=A)")  # no spec: the label's parts
+
+
+def test_tokens_are_bound_to_their_kind():
+    from harness.leaderboard.arena import tokens
+
+    stored = tokens.battle_fields("b", "s", 0, "l", "r", "v", 9)
+    live_ = tokens.battle_fields("b", "s", 0, "l", "r", "v", 9, kind=tokens.LIVE)
+    mac = tokens.parse(tokens.sign(b"k", live_))
+    assert mac is not None and tokens.check(b"k", live_, mac[2]) and not tokens.check(b"k", stored, mac[2])
+    import pytest
+
+    with pytest.raises(ValueError):
+        tokens.battle_fields("b", "s", 0, "l", "r", "v", 9, kind="other")

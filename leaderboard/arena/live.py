@@ -10,6 +10,16 @@ streams as server-sent events whose payloads never carry a model name, spec or b
     {"type": "done", "side": "a"|"b", "failed": bool}                   a side has finished
     {"type": "render", "side": ..., "status": "OK"|..., "images": [URL]} code3d: the side's renders
     {"type": "end", "turn": n, "can_continue": bool}                    the turn is stored
+
+A turn runs as a task of its own, not as part of the request: a voter who closes the page mid-turn
+does not stop it, the replies are stored and the conversation is free again when both sides have
+finished. Every claim of a turn also carries a deadline (``updated_at`` + :func:`turn_deadline_s`): a
+turn whose process died is taken over after it, so no conversation stays busy for ever. Each side's
+reply is bounded (:func:`reply_cap` characters, however much the server sends) and sanitised (no
+NUL, no lone surrogate) by the stream that reads it, and so is every event sent.
+
+The token is a live one (:data:`tokens.LIVE`): the stored-battle vote endpoints refuse it, and the
+live vote is taken only when no turn is running (checked in the vote's own transaction).
 """
 
 from __future__ import annotations
@@ -18,30 +28,64 @@ import asyncio
 import base64
 import binascii
 import json
+import logging
 import random
-import re
 import secrets
+import threading
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import Connection, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from harness.ratings_style import style_features
-from harness.store.schema_arena import ArenaBattleRow, ArenaVoteRow
-from harness.store.schema_arena_live import ArenaChatRow
+from harness.sanitize import clean
+from harness.store.schema_arena import ArenaBattleRow
+from harness.store.schema_arena_live import ArenaChatRow, ArenaPoolRow
+from harness.streaming import clean_text
 from harness.types import GenerationConfig, Message, Part, Request
 
-from . import battles, categories, pool, sampler, tokens
+from . import battles, categories, media, pool, sampler, tokens
 from .config import ArenaConfig, live_media_dir
+from .fold import mentions
+from .votes import VoteRefused
+
+log = logging.getLogger(__name__)
 
 CHAT_TASK = "chat"
 CODE3D_TASK = "code3d-live"
 SIDES = ("a", "b")
 IMAGE_TYPES = {b"\x89PNG\r\n\x1a\n": ("png", "image/png"), b"\xff\xd8\xff": ("jpg", "image/jpeg")}
+CHARS_PER_TOKEN = 16  # a reply is cut at this many characters per allowed token: no tokenizer's tokens are longer
+MIN_REPLY_CHARS = 4000
+RENDER_TIMEOUT_S = 900.0  # both sides' renders of a code3d turn (the Blender pool queues jobs)
+STORE_MARGIN_S = 60.0  # between a turn's own time limit and its deadline: time to store it
+LIVE_MEDIA_GRACE_S = 600.0  # live media are kept this long past their battle's vote deadline
+SWEEP_EVERY_S = 60.0
+SELF_NAMING = "a reply names its own model"
+
+
+def reply_cap(cfg: ArenaConfig) -> int:
+    """The most characters one side's reply may have (the stream stops reading there)."""
+    return max(MIN_REPLY_CHARS, cfg.live_max_tokens * CHARS_PER_TOKEN)
+
+
+def turn_deadline_s(cfg: ArenaConfig, kind: str) -> float:
+    """How long a claimed turn may hold its conversation: its own time limit plus time to store it.
+    Past it the claim is void (the process that ran the turn died): the next turn or the vote may go."""
+    render = RENDER_TIMEOUT_S if kind == "code3d" else 0.0
+    return cfg.live_timeout_s + render + 2 * STORE_MARGIN_S
+
+
+def _now(cfg: ArenaConfig) -> datetime:
+    return battles.naive_utc(cfg.clock())
+
+
+def _stale_before(cfg: ArenaConfig, kind: str) -> datetime:
+    return _now(cfg) - timedelta(seconds=turn_deadline_s(cfg, kind))
 
 
 class LiveRefused(Exception):
@@ -81,7 +125,8 @@ def decode_image(data_url: str | None, cfg: ArenaConfig) -> tuple[bytes, str] | 
 
 
 def check_prompt(prompt: str | None, cfg: ArenaConfig) -> str:
-    text = (prompt or "").strip()
+    # NUL and lone surrogates (a JSON body may carry "\\ud800") could not be stored or sent: U+FFFD
+    text = clean_text((prompt or "").strip())[0]
     if not text:
         raise LiveRefused(400, "write a prompt first")
     if len(text) > cfg.max_prompt_chars:
@@ -115,23 +160,24 @@ def empty_pool_message(kind: str, n: int) -> str:
 
 def start(sessions: sessionmaker[Session], cfg: ArenaConfig, cache: battles.StatsCache, secret: bytes,
           voter_hash: str, ip_hash: str, prompt: str, image: tuple[bytes, str] | None, kind: str) -> Battle:
-    """Choose the pair, store the battle and its (empty) conversation; raises LiveRefused."""
+    """Choose the pair, store the battle and its conversation (its first turn claimed: it starts at
+    once); raises LiveRefused. The prompt image is written only once the battle is accepted."""
+    sweep_media(cfg)
     rng = random.Random(secrets.randbits(64))
     public_id = secrets.token_hex(12)  # hex: a random id never spells a model's name
     now = cfg.clock()
     expires = int(now + cfg.token_ttl_s)
-    media: dict[str, str] = {}
-    if image is not None:
-        path = live_media_dir(cfg) / f"{public_id}-p0.{image[1]}"
-        path.write_bytes(image[0])
-        media["p0"] = str(path)
+    media_slots: dict[str, str] = {}
+    image_path = live_media_dir(cfg) / f"{public_id}-p0.{image[1]}" if image is not None else None
+    if image_path is not None:
+        media_slots["p0"] = str(image_path)
     with sessions() as s:
         left_row, right_row = choose_pair(s, cfg, cache, kind, rng)
         left, right = left_row.label, right_row.label  # plain strings: the limit check expires ORM rows
         family = "code3d" if kind == "code3d" else "chat"
         row = ArenaBattleRow(
             public_id=public_id, task=CODE3D_TASK if kind == "code3d" else CHAT_TASK, sample_id=public_id, epoch=0,
-            left_model=left, right_model=right, left_result_id=None, right_result_id=None, media=media,
+            left_model=left, right_model=right, left_result_id=None, right_result_id=None, media=media_slots,
             features={}, categories=categories.categorize(prompt, family, "3d" if kind == "code3d" else None),
             voter_hash=voter_hash, ip_hash=ip_hash, created_at=battles.naive_utc(now),
             expires_at=battles.naive_utc(expires),
@@ -140,10 +186,35 @@ def start(sessions: sessionmaker[Session], cfg: ArenaConfig, cache: battles.Stat
             battles._insert_within_limits(s, cfg, row)
         except battles.Limited:
             raise LiveRefused(429, "Too many battles requested: wait a minute.", 60) from None
-        s.add(ArenaChatRow(battle_id=row.id, kind=kind, turns=[], n_turns=0, busy=False))
-        s.commit()
-    fields = tokens.battle_fields(public_id, public_id, 0, left, right, voter_hash, expires)
+        s.add(ArenaChatRow(battle_id=row.id, kind=kind, turns=[], n_turns=0, busy=True,
+                           updated_at=battles.naive_utc(now)))
+        try:
+            if image is not None and image_path is not None:  # accepted: now the image may go to disk
+                image_path.write_bytes(image[0])
+            s.commit()
+        except BaseException:
+            if image_path is not None:
+                image_path.unlink(missing_ok=True)
+            raise
+    fields = tokens.battle_fields(public_id, public_id, 0, left, right, voter_hash, expires, kind=tokens.LIVE)
     return Battle(public_id, tokens.sign(secret, fields), left, right, kind)
+
+
+_swept: dict[Path, float] = {}
+_sweep_lock = threading.Lock()
+
+
+def sweep_media(cfg: ArenaConfig, *, force: bool = False) -> int:
+    """Delete live media (prompt images, renders) older than a battle can be voted on, plus a grace
+    period; at most once a minute per process and folder. Returns how many entries went."""
+    folder = live_media_dir(cfg)
+    now = cfg.clock()
+    with _sweep_lock:
+        last = _swept.get(folder)
+        if not force and last is not None and 0 <= now - last < SWEEP_EVERY_S:
+            return 0
+        _swept[folder] = now
+    return media.sweep_live(folder, cfg.token_ttl_s + LIVE_MEDIA_GRACE_S, now)
 
 
 def check_token(session: Session, secret: bytes, cfg: ArenaConfig, public_id: str, token: str | None,
@@ -153,8 +224,8 @@ def check_token(session: Session, secret: bytes, cfg: ArenaConfig, public_id: st
     if parsed is None or battle is None or parsed[0] != public_id:
         raise LiveRefused(403, "invalid battle token")
     fields = tokens.battle_fields(public_id, battle.sample_id, battle.epoch, battle.left_model, battle.right_model,
-                                  voter_hash, parsed[1])
-    if not tokens.check(secret, fields, parsed[2]):
+                                  voter_hash, parsed[1], kind=tokens.LIVE)
+    if not tokens.check(secret, fields, parsed[2]):  # a stored battle's token is refused here too
         raise LiveRefused(403, "invalid battle token")
     if parsed[1] < cfg.clock():
         raise LiveRefused(403, "battle token expired")
@@ -165,17 +236,26 @@ def check_token(session: Session, secret: bytes, cfg: ArenaConfig, public_id: st
 
 
 def claim_turn(session: Session, battle: ArenaBattleRow, chat: ArenaChatRow, cfg: ArenaConfig) -> None:
-    """Mark the conversation busy (one turn at a time, none after the vote or past max_turns)."""
-    if battle.voted_at is not None:
+    """Mark the conversation busy (one turn at a time, none after the vote or past max_turns; a claim
+    past its deadline is void). The battle row is locked first, as the vote locks it: a vote and a
+    turn cannot both pass (on PostgreSQL the second waits for the first and then sees it)."""
+    battle_id, chat_id, kind = battle.id, chat.id, chat.kind
+    session.rollback()  # end the read transaction: SQLite must take its write lock with the first write
+    open_ = session.execute(update(ArenaBattleRow).where(ArenaBattleRow.id == battle_id,
+                                                         ArenaBattleRow.voted_at.is_(None))
+                            .values(voted_at=None)).rowcount  # type: ignore[attr-defined]
+    if open_ != 1:
+        session.rollback()
         raise LiveRefused(409, "this battle has been voted on: start a new one")
+    free = ArenaChatRow.busy.is_(False) | (ArenaChatRow.updated_at < _stale_before(cfg, kind))
     done = session.execute(
-        update(ArenaChatRow).where(ArenaChatRow.id == chat.id, ArenaChatRow.busy.is_(False),
-                                   ArenaChatRow.n_turns < cfg.max_turns).values(busy=True)
+        update(ArenaChatRow).where(ArenaChatRow.id == chat_id, free, ArenaChatRow.n_turns < cfg.max_turns)
+        .values(busy=True, updated_at=_now(cfg))
     ).rowcount  # type: ignore[attr-defined]
     session.commit()
     if done != 1:
-        session.refresh(chat)
-        if chat.n_turns >= cfg.max_turns:
+        n_turns = session.scalar(select(ArenaChatRow.n_turns).where(ArenaChatRow.id == chat_id)) or 0
+        if n_turns >= cfg.max_turns:
             raise LiveRefused(409, f"a battle has at most {cfg.max_turns} turns: vote now")
         raise LiveRefused(409, "the models are still answering")
 
@@ -198,33 +278,87 @@ def _user(text: str, image_path: str | None) -> Message:
 
 
 def sse(event: dict[str, Any]) -> bytes:
-    return f"data: {json.dumps(event, ensure_ascii=False)}\n\n".encode()
+    """One server-sent event; sanitised before it is encoded (a lone surrogate would abort the response)."""
+    return f"data: {clean_text(json.dumps(event, ensure_ascii=False))[0]}\n\n".encode()
 
 
 Renderer = Callable[[str, Path], Any]  # (model reply, artifacts dir) -> awaitable {"status", "renders", ...}
 
 
-async def run_turn(
+_running: set[asyncio.Task[None]] = set()  # turns in flight: a task nobody awaits must not be collected
+
+
+def run_turn(
     sessions: sessionmaker[Session], cfg: ArenaConfig, clients: pool.Clients, battle_public_id: str, prompt: str,
     *, first_event: dict[str, Any] | None = None, renderer: Renderer | None = None,
     media_url: Callable[[str], str] | None = None,
 ) -> AsyncIterator[bytes]:
-    """Stream one turn of both sides (interleaved as the deltas come) and store it."""
-    with sessions() as s:
-        battle = s.scalar(select(ArenaBattleRow).where(ArenaBattleRow.public_id == battle_public_id))
-        assert battle is not None
-        chat = s.scalar(select(ArenaChatRow).where(ArenaChatRow.battle_id == battle.id))
-        assert chat is not None
-        members = {m.label: m for m in pool.members(s, chat.kind)} | {
-            m.label: m for m in pool.members(s, "chat" if chat.kind == "code3d" else "code3d")}
-        labels = {"a": battle.left_model, "b": battle.right_model}
-        turns = list(chat.turns or [])
-        image = (battle.media or {}).get("p0")
-        chat_id, kind = chat.id, chat.kind
+    """Start one (claimed) turn now, as its own task, and return its events as they come. The task
+    does not depend on anyone reading them: it finishes and stores the turn when the voter has gone."""
+    events: asyncio.Queue[bytes | None] = asyncio.Queue()
+    task = asyncio.get_running_loop().create_task(
+        _turn(sessions, cfg, clients, battle_public_id, prompt, events.put_nowait, renderer, media_url))
+    _running.add(task)
+    task.add_done_callback(_running.discard)
+    return _relay(events, first_event)
+
+
+async def _relay(events: asyncio.Queue[bytes | None], first_event: dict[str, Any] | None) -> AsyncIterator[bytes]:
     if first_event is not None:
         yield sse(first_event)
-    queue: asyncio.Queue[tuple[str, str | None]] = asyncio.Queue()
+    while (event := await events.get()) is not None:
+        yield event
+
+
+async def _turn(
+    sessions: sessionmaker[Session], cfg: ArenaConfig, clients: pool.Clients, battle_public_id: str, prompt: str,
+    emit: Callable[[bytes | None], None], renderer: Renderer | None, media_url: Callable[[str], str] | None,
+) -> None:
+    """Both sides answer (deltas interleaved as they come), code3d replies render, the turn is stored
+    and the conversation freed; whatever fails, the turn ends with its ``end`` event (or none, if it
+    could not be stored: the claim's deadline then frees the conversation)."""
     replies: dict[str, dict[str, Any]] = {}
+    chat_id: int | None = None
+    image: str | None = None
+    try:
+        with sessions() as s:
+            battle = s.scalar(select(ArenaBattleRow).where(ArenaBattleRow.public_id == battle_public_id))
+            assert battle is not None
+            chat = s.scalar(select(ArenaChatRow).where(ArenaChatRow.battle_id == battle.id))
+            assert chat is not None
+            members = {m.label: m for m in pool.members(s, chat.kind)} | {
+                m.label: m for m in pool.members(s, "chat" if chat.kind == "code3d" else "code3d")}
+            labels = {"a": battle.left_model, "b": battle.right_model}
+            turns = list(chat.turns or [])
+            image = (battle.media or {}).get("p0")
+            chat_id, kind = chat.id, chat.kind
+        budget = turn_deadline_s(cfg, kind) - STORE_MARGIN_S
+        async with asyncio.timeout(budget):  # the claim's deadline must find the turn stored
+            await _answer(cfg, clients, members, labels, turns, prompt, image, replies, emit)
+            if kind == "code3d" and renderer is not None:
+                await _render_both(sessions, cfg, renderer, battle_public_id, replies, emit, media_url)
+    except (Exception, asyncio.CancelledError) as exc:
+        if not isinstance(exc, TimeoutError):
+            log.warning("live turn of %s failed: %s", battle_public_id, type(exc).__name__)
+        if isinstance(exc, asyncio.CancelledError):
+            emit(None)
+            raise
+    try:
+        if chat_id is not None:
+            for name in SIDES:
+                replies.setdefault(name, {"text": "", "failed": True, "error": "stopped", "usage": {}})
+            n = await asyncio.to_thread(_store_turn, sessions, chat_id, battle_public_id, prompt, image, replies, cfg)
+            emit(sse({"type": "end", "turn": n, "can_continue": n < cfg.max_turns}))
+    except Exception as exc:
+        log.warning("live turn of %s could not be stored: %s", battle_public_id, type(exc).__name__)
+    finally:
+        emit(None)
+
+
+async def _answer(cfg: ArenaConfig, clients: pool.Clients, members: dict[str, ArenaPoolRow], labels: dict[str, str],
+                  turns: list[dict[str, Any]], prompt: str, image: str | None, replies: dict[str, dict[str, Any]],
+                  emit: Callable[[bytes | None], None]) -> None:
+    cap = reply_cap(cfg)
 
     async def side(name: str) -> None:
         member = members.get(labels[name])
@@ -236,53 +370,49 @@ async def run_turn(
             client = clients.get(member)
             request = Request(history(turns, name, prompt, image),
                               GenerationConfig(temperature=cfg.live_temperature, max_tokens=cfg.live_max_tokens))
-            stream = client.stream(request)
+            stream = client.stream(request).limit(cap)  # the one bounded, sanitising reader
             try:
                 async with asyncio.timeout(cfg.live_timeout_s):
                     async for delta in stream:
-                        await queue.put((name, delta))
+                        emit(sse({"type": "delta", "side": name, "text": delta}))
             except TimeoutError:
                 await stream.aclose()
             out = stream.output
             assert out is not None
+            details = out.details or {}
             reply = {"text": out.text, "failed": out.error is not None or not out.text.strip(), "error": out.error,
                      "usage": out.usage.to_dict(), "latency_s": round(out.usage.seconds, 4),
-                     "first_token_s": (out.details or {}).get("first_token_s"), "cost": out.usage.cost}
+                     "first_token_s": details.get("first_token_s"), "cost": out.usage.cost,
+                     "truncated": bool(details.get("truncated")),
+                     "sanitized": int((details.get("sanitized") or {}).get("replaced", 0))}
         except Exception as exc:  # a backend that cannot even start: this side failed, the other goes on
-            reply["error"] = f"{type(exc).__name__}: {' '.join(str(exc).split())}"[:500]
+            reply["error"] = clean_text(f"{type(exc).__name__}: {' '.join(str(exc).split())}")[0][:500]
         finally:
             replies[name] = reply
-            await queue.put((name, None))
+            emit(sse({"type": "done", "side": name, "failed": bool(reply["failed"])}))
 
     tasks = [asyncio.create_task(side(n)) for n in SIDES]
     try:
-        finished = 0
-        while finished < len(SIDES):
-            name, delta = await queue.get()
-            if delta is None:
-                finished += 1
-                yield sse({"type": "done", "side": name, "failed": bool(replies[name]["failed"])})
-            else:
-                yield sse({"type": "delta", "side": name, "text": delta})
-        if kind == "code3d" and renderer is not None:
-            results = await asyncio.gather(*(_render(renderer, replies[n], cfg, battle_public_id, n) for n in SIDES))
-            for name, result in zip(SIDES, results, strict=True):
-                replies[name]["render"] = result
-            # recorded before the URLs go out: the page fetches them at once
-            await asyncio.to_thread(_store_media, sessions, battle_public_id, replies)
-            for name, result in zip(SIDES, results, strict=True):
-                prefix = "l" if name == "a" else "r"
-                images = [media_url(f"{prefix}{i}") if media_url else "" for i in range(len(result.get("renders", [])))]
-                yield sse({"type": "render", "side": name, "status": result.get("status", "ERR_EXEC"),
-                           "failed": result.get("status") != "OK", "images": images})
-    finally:
+        await asyncio.gather(*tasks)
+    finally:  # the turn's time is up (or it was cancelled): neither side goes on
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        for name in SIDES:
-            replies.setdefault(name, {"text": "", "failed": True, "error": "stopped", "usage": {}})
-        n = await asyncio.to_thread(_store_turn, sessions, chat_id, battle_public_id, prompt, image, replies, cfg)
-    yield sse({"type": "end", "turn": n, "can_continue": n < cfg.max_turns})
+
+
+async def _render_both(sessions: sessionmaker[Session], cfg: ArenaConfig, renderer: Renderer, public_id: str,
+                       replies: dict[str, dict[str, Any]], emit: Callable[[bytes | None], None],
+                       media_url: Callable[[str], str] | None) -> None:
+    results = await asyncio.gather(*(_render(renderer, replies[n], cfg, public_id, n) for n in SIDES))
+    for name, result in zip(SIDES, results, strict=True):
+        replies[name]["render"] = result
+    # recorded before the URLs go out: the page fetches them at once
+    await asyncio.to_thread(_store_media, sessions, cfg, public_id, replies)
+    for name, result in zip(SIDES, results, strict=True):
+        prefix = "l" if name == "a" else "r"
+        images = [media_url(f"{prefix}{i}") if media_url else "" for i in range(len(result.get("renders", [])))]
+        emit(sse({"type": "render", "side": name, "status": result.get("status", "ERR_EXEC"),
+                  "failed": result.get("status") != "OK", "images": images}))
 
 
 async def _render(renderer: Renderer, reply: dict[str, Any], cfg: ArenaConfig, public_id: str,
@@ -304,11 +434,12 @@ def _store_turn(sessions: sessionmaker[Session], chat_id: int, public_id: str, p
         battle = s.scalar(select(ArenaBattleRow).where(ArenaBattleRow.public_id == public_id))
         assert chat is not None and battle is not None
         turn = {"prompt": prompt, "image": bool(image) and not chat.turns, "a": replies["a"], "b": replies["b"]}
+        turn = clean(turn)[0]  # render and backend errors too: no NUL or lone surrogate reaches a JSON column
         turns = [*list(chat.turns or []), turn]
         chat.turns = turns
         chat.n_turns = len(turns)
         chat.busy = False
-        chat.updated_at = datetime.now(UTC).replace(tzinfo=None)
+        chat.updated_at = _now(cfg)
         # style covariates over everything each side said (style control on live votes)
         battle.features = {"left": style_features("\n\n".join(t["a"]["text"] for t in turns)),
                            "right": style_features("\n\n".join(t["b"]["text"] for t in turns))}
@@ -316,45 +447,47 @@ def _store_turn(sessions: sessionmaker[Session], chat_id: int, public_id: str, p
         return len(turns)
 
 
-def _store_media(sessions: sessionmaker[Session], public_id: str, replies: dict[str, dict[str, Any]]) -> None:
-    """This turn's renders as the battle's media slots (l0.., r0..; a later turn's replace them)."""
+def _store_media(sessions: sessionmaker[Session], cfg: ArenaConfig, public_id: str,
+                 replies: dict[str, dict[str, Any]]) -> None:
+    """This turn's renders as the battle's media slots (l0.., r0..; a later turn's replace them, and the
+    replaced files are deleted: no slot serves them any more)."""
     with sessions() as s:
         battle = s.scalar(select(ArenaBattleRow).where(ArenaBattleRow.public_id == public_id))
         assert battle is not None
-        media = {k: v for k, v in (battle.media or {}).items() if k[0] not in "lr"}
+        old = dict(battle.media or {})
+        slots = {k: v for k, v in old.items() if k[0] not in "lr"}
         for name in SIDES:
             for i, path in enumerate((replies[name].get("render") or {}).get("renders", [])):
-                media[f"{'l' if name == 'a' else 'r'}{i}"] = str(path)
-        battle.media = media
+                slots[f"{'l' if name == 'a' else 'r'}{i}"] = str(path)
+        battle.media = slots
         s.commit()
+    kept = set(slots.values())
+    media.remove_live([p for k, p in old.items() if k[0] in "lr" and p not in kept], live_media_dir(cfg))
 
 
-def can_vote(session: Session, chat: ArenaChatRow) -> None:
-    if chat.busy:
-        raise LiveRefused(409, "the models are still answering: vote when both have finished")
-    if not chat.n_turns:
-        raise LiveRefused(409, "nothing to vote on yet")
+_C = ArenaChatRow.__table__.c
+_P = ArenaPoolRow.__table__.c
 
 
-def flag_self_naming(session: Session, battle_public_id: str) -> bool:
-    """A reply that names its own model unmasks the battle: its vote is kept but left out of the
-    ratings (flagged), as stored battles never serve such outputs in the first place."""
-    battle = session.scalar(select(ArenaBattleRow).where(ArenaBattleRow.public_id == battle_public_id))
-    if battle is None:
-        return False
-    chat = session.scalar(select(ArenaChatRow).where(ArenaChatRow.battle_id == battle.id))
+def admit_vote(conn: Connection, battle_id: int, left: str, right: str, cfg: ArenaConfig) -> str | None:
+    """The live checks of a vote, inside its transaction (the battle row is locked by then): refused
+    while a turn is running (a claim past its deadline does not count) or before the first turn is
+    stored. Returns the flag reason when a reply names its own model (the vote is then stored
+    flagged: kept, but left out of the ratings, as stored battles never serve such outputs)."""
+    chat = conn.execute(select(_C.busy, _C.updated_at, _C.n_turns, _C.turns, _C.kind)
+                        .where(_C.battle_id == battle_id)).first()
     if chat is None:
-        return False
-    named = False
-    for side, label in (("a", battle.left_model), ("b", battle.right_model)):
-        text = " ".join(t[side]["text"] for t in chat.turns or []).lower()
-        names = {label.lower(), re.split(r"[:/]", label.split(" (", 1)[0])[-1].lower()}
-        named |= any(len(n) >= 4 and n in text for n in names)
-    if named:
-        session.execute(update(ArenaVoteRow).where(ArenaVoteRow.battle_id == battle.id)
-                        .values(flagged=True, flag_reason="a reply names its own model"))
-        session.commit()
-    return named
+        raise VoteRefused(404, "not a live battle")
+    if chat.busy and chat.updated_at >= _stale_before(cfg, chat.kind):
+        raise VoteRefused(409, "the models are still answering: vote when both have finished")
+    if not chat.n_turns:
+        raise VoteRefused(409, "nothing to vote on yet")
+    specs = dict(conn.execute(select(_P.label, _P.spec).where(_P.label.in_([left, right]))).all())
+    for side, label in (("a", left), ("b", right)):
+        text = "\n".join(str((t.get(side) or {}).get("text") or "") for t in chat.turns or [])
+        if mentions(text, pool.known_names(label, specs.get(label))):
+            return SELF_NAMING
+    return None
 
 
 def reveal(session: Session, battle_public_id: str) -> dict[str, Any]:

@@ -10,7 +10,11 @@ from __future__ import annotations
 
 import hashlib
 import mimetypes
+import os
+import re
+import shutil
 import struct
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -132,3 +136,60 @@ def clean_bytes(path: Path) -> tuple[bytes, str]:
     elif suffix in (".jpg", ".jpeg") and data.startswith(b"\xff\xd8"):
         data = _strip_jpeg(data)
     return data, mimetypes.guess_type(path.name)[0] or "application/octet-stream"
+
+
+# ---- live battles' own files (prompt images, renders): written under the live media folder as
+# ``<battle public id>-...`` (a file, or a folder of one side's renders), never kept for ever
+LIVE_ENTRY = re.compile(r"^[0-9a-f]{24}-")
+
+
+def _live_entry(path: str | Path, live_dir: Path) -> Path | None:
+    """The top-level ``<battle>-...`` entry of the live folder that holds ``path``, if any."""
+    try:
+        base = live_dir.resolve()
+        rel = Path(path).resolve().relative_to(base)
+    except (OSError, RuntimeError, ValueError):
+        return None
+    if not rel.parts or not LIVE_ENTRY.match(rel.parts[0]):
+        return None
+    return base / rel.parts[0]
+
+
+def _remove(entry: Path) -> bool:
+    try:
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
+    except FileNotFoundError:
+        return False
+    except OSError:  # another worker is removing it, or it is not ours to remove: the next sweep retries
+        return False
+    return True
+
+
+def remove_live(paths: Iterable[str | Path], live_dir: Path) -> int:
+    """Delete the live files (or render folders) behind ``paths``; paths outside the live folder are
+    left alone (a stored battle's media belong to their run). Returns how many entries went."""
+    entries = {e for e in (_live_entry(p, live_dir) for p in paths) if e is not None}
+    return sum(_remove(e) for e in entries)
+
+
+def sweep_live(live_dir: Path, older_than_s: float, now: float) -> int:
+    """Delete every live entry last written more than ``older_than_s`` seconds before ``now`` (the
+    battle it belongs to can no longer be voted on). Only ``<battle id>-...`` names are touched."""
+    removed = 0
+    try:
+        entries = list(os.scandir(live_dir))
+    except OSError:
+        return 0
+    for entry in entries:
+        if not LIVE_ENTRY.match(entry.name):
+            continue
+        try:
+            mtime = entry.stat(follow_symlinks=False).st_mtime
+        except OSError:
+            continue
+        if mtime < now - older_than_s:
+            removed += _remove(Path(entry.path))
+    return removed

@@ -3,8 +3,9 @@
 Two checks, either or both (``ArenaConfig.moderation_words`` / ``moderation_words_file`` and
 ``moderation_model``):
 
-* a word list: case-insensitive whole words or phrases (``*`` at the end of an entry matches any
-  ending: ``bomb*``);
+* a word list: whole words or phrases (``*`` at the end of an entry matches any ending: ``bomb*``),
+  matched on folded text (:mod:`.fold`: case, zero-width and other format characters, soft hyphens,
+  full-width letters, combining accents and Cyrillic/Greek look-alikes do not hide a word);
 * a model: any model spec, asked whether the prompt breaks the arena's rules; a reply whose first
   word is ``FLAG`` refuses the prompt. A moderation model that fails refuses too (fail closed: an
   unchecked prompt must not reach the pool).
@@ -18,6 +19,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from harness.types import GenerationConfig, Message, Request
+
+from .fold import fold
 
 MODEL_PROMPT = (
     "You moderate prompts for a public chatbot comparison site. Reply with exactly one word: FLAG if the "
@@ -39,17 +42,18 @@ class WordList:
             w = w.strip()
             if not w or w.startswith("#"):
                 continue
-            stem = w[:-1] if w.endswith("*") else w
+            stem = fold(w[:-1] if w.endswith("*") else w)  # the entry folded as the text will be
             tail = r"\w*" if w.endswith("*") else ""
-            parts.append(r"\s+".join(re.escape(p) for p in stem.split()) + tail)
-        self.pattern = re.compile(r"(?<!\w)(?:" + "|".join(parts) + r")(?!\w)", re.IGNORECASE) if parts else None
+            if stem.split():
+                parts.append(r"\s+".join(re.escape(p) for p in stem.split()) + tail)
+        self.pattern = re.compile(r"(?<!\w)(?:" + "|".join(parts) + r")(?!\w)") if parts else None
 
     @staticmethod
     def from_file(path: str | Path) -> WordList:
         return WordList(Path(path).read_text(encoding="utf-8").splitlines())
 
     async def check(self, text: str) -> str | None:
-        if self.pattern is not None and self.pattern.search(text or ""):
+        if self.pattern is not None and self.pattern.search(fold(text or "")):
             return "this prompt contains words the arena does not accept"
         return None
 

@@ -7,13 +7,14 @@ show a fresh reply.
 
 from __future__ import annotations
 
+import re
 import threading
 from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from harness.modelspec import ModelSpecError, parse_spec
+from harness.modelspec import ModelSpecError, SpecNode, parse_spec
 from harness.store.schema_arena_live import ArenaPoolRow
 
 KINDS = ("chat", "code3d")
@@ -52,6 +53,35 @@ def remove(session: Session, label: str) -> bool:
     session.delete(row)
     session.commit()
     return True
+
+
+def known_names(label: str, spec: str | None = None) -> set[str]:
+    """Every name a pool entry is known by: its label, its spec, and the model part of each (the
+    path after ``backend:``, its last path component, alias and operator names inside an operator
+    spec). A reply naming any of them unmasks the battle, whatever ``--name`` the entry was added under."""
+    names = {label, _short(label)}
+    if spec:
+        names.add(spec)
+        try:
+            names |= _spec_names(parse_spec(spec))
+        except ModelSpecError:
+            pass
+    return {n.strip() for n in names if n and n.strip()}
+
+
+def _short(name: str) -> str:
+    # the short name, without the settings a unique label appends ("builtin:constant (text=A)")
+    return re.split(r"[:/]", name.split(" (", 1)[0])[-1]
+
+
+def _spec_names(node: SpecNode) -> set[str]:
+    if node.path is None:  # an alias, or an operator around other specs
+        names = {node.name} if not node.is_operator else set()
+        for arg in node.args:
+            names |= _spec_names(arg)
+        return names
+    path = node.path.rstrip("/")
+    return {path, path.rsplit("/", 1)[-1]}
 
 
 def members(session: Session, kind: str = "chat") -> list[ArenaPoolRow]:

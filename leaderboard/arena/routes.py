@@ -185,7 +185,8 @@ def arena_vote_form(
     st = state(request)
     _, voter, ip = identity(request, st)
     try:
-        result = votes.cast_vote(request.app.state.sessions, st.cfg, st.secret, token, outcome, voter, ip)
+        result = votes.cast_vote(request.app.state.sessions, st.cfg, st.secret, token, outcome, voter, ip,
+                                 kind=tokens.STORED)  # a live battle's token is refused here
     except votes.VoteRefused as exc:
         ctx: dict[str, Any] = {"base": base_template(), "message": exc.message, "task": task, "title": "Vote refused",
                                "nav": "arena"}
@@ -329,11 +330,13 @@ def api_battle(request: Request, task: str | None = None) -> Response:
 
 @router.post("/api/arena/vote", tags=["arena"])
 def api_vote(request: Request, vote: VoteIn) -> Response:
-    """Cast a vote (left, right, tie, both_bad) with the battle's token; the answer reveals the models."""
+    """Cast a vote (left, right, tie, both_bad) with a stored battle's token; the answer reveals the
+    models. Live battles are voted on at ``/api/arena/chat/{battle}/vote``."""
     st = state(request)
     _, voter, ip = identity(request, st)
     try:
-        result = votes.cast_vote(request.app.state.sessions, st.cfg, st.secret, vote.token, vote.outcome, voter, ip)
+        result = votes.cast_vote(request.app.state.sessions, st.cfg, st.secret, vote.token, vote.outcome, voter, ip,
+                                 kind=tokens.STORED)  # a live battle's token is refused here
     except votes.VoteRefused as exc:
         return _problem(exc.status, exc.message)
     return JSONResponse(result.to_dict(), headers=NO_STORE)

@@ -11,7 +11,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingRes
 from pydantic import BaseModel
 from sqlalchemy.orm import Session
 
-from . import limits, live, moderation, pool, votes
+from . import limits, live, moderation, pool, tokens, votes
 from .routes import NO_STORE, _problem, _set_cookie, base_template, identity, router, state, templates
 
 # the routes go onto the arena's one router (an included sub-router is not flattened into the app)
@@ -106,9 +106,6 @@ async def chat_start(request: Request, body: ChatIn) -> Response:
         if reason:
             raise live.LiveRefused(422, reason)
         battle = live.start(sessions, st.cfg, st.cache, st.secret, voter, ip, prompt, image, body.kind)
-        with sessions() as s:
-            b, chat = live.check_token(s, st.secret, st.cfg, battle.public_id, battle.token, voter)
-            live.claim_turn(s, b, chat, st.cfg)
     except live.LiveRefused as exc:
         return _set_cookie(request, _refused(exc), new_cookie)
     first = {"type": "battle", "battle": battle.public_id, "token": battle.token, "max_turns": st.cfg.max_turns,
@@ -145,20 +142,20 @@ async def chat_turn(request: Request, battle: str, body: TurnIn) -> Response:
 
 @router.post("/api/arena/chat/{battle}/vote", tags=["arena"])
 def chat_vote(request: Request, battle: str, body: LiveVoteIn) -> Response:
-    """Vote on a live battle (left, right, tie, both_bad); the answer names both models."""
+    """Vote on a live battle (left, right, tie, both_bad) once both replies have finished; the answer
+    names both models. The vote is checked and written in one transaction (votes.cast_vote with the
+    live checks of live.admit_vote: no turn running, the self-naming flag set as it is written)."""
     st = state(request)
     _, voter, ip = identity(request, st)
     sessions = request.app.state.sessions
     try:
         with sessions() as s:
-            _, chat = live.check_token(s, st.secret, st.cfg, battle, body.token, voter)
-            live.can_vote(s, chat)
-        result = votes.cast_vote(sessions, st.cfg, st.secret, body.token, body.outcome, voter, ip)
+            live.check_token(s, st.secret, st.cfg, battle, body.token, voter)
+        result = votes.cast_vote(sessions, st.cfg, st.secret, body.token, body.outcome, voter, ip, kind=tokens.LIVE)
     except live.LiveRefused as exc:
         return _refused(exc)
     except votes.VoteRefused as exc:
         return _problem(exc.status, exc.message)
     with sessions() as s:
-        flagged = live.flag_self_naming(s, battle)
         shown = live.reveal(s, battle)
-    return JSONResponse({**result.to_dict(), **shown, "counted": not flagged}, headers=NO_STORE)
+    return JSONResponse({**result.to_dict(), **shown, "counted": not result.flagged}, headers=NO_STORE)

@@ -22,6 +22,9 @@ def create_arena_app(db_url: str | None = None, config: ArenaConfig | None = Non
     app.state.sessions = open_db(db_url)
     app.state.arena_config = config or ArenaConfig()
     app.state.media_roots = list(media_roots or [])
+    from .bodylimit import BodyLimit, arena_limit
+
+    app.add_middleware(BodyLimit, limit_for=arena_limit)  # no body is parsed past the arena's cap
     _leaderboard_shell(app)
     app.include_router(router)
     return app

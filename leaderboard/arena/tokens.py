@@ -1,10 +1,12 @@
 """Battle tokens and voter hashes, all keyed by one server secret.
 
-Token = ``<battle public id>.<expiry unix s>.<hmac>`` with the HMAC (SHA-256) over the battle id,
-sample, epoch, both models in their positions, the voter hash and the expiry. The models never
-appear in the token (it sits in the page before the vote): the server recomputes the MAC from its
-stored battle row, so a token whose battle, pair, positions, voter or expiry differ is refused.
-Single use is enforced by the database (unique vote per battle), not here.
+Token = ``<battle public id>.<expiry unix s>.<hmac>`` with the HMAC (SHA-256) over the battle's kind
+(:data:`STORED` or :data:`LIVE`), id, sample, epoch, both models in their positions, the voter hash
+and the expiry. The models never appear in the token (it sits in the page before the vote): the
+server recomputes the MAC from its stored battle row and the kind the endpoint serves, so a token
+whose battle, pair, positions, voter, expiry or kind differ is refused: a live battle's token is no
+ticket to the stored-battle vote (which would skip the live checks and reveal the names while the
+models are still answering). Single use is enforced by the database (unique vote per battle), not here.
 """
 
 from __future__ import annotations
@@ -48,10 +50,19 @@ def _mac(secret: bytes, fields: list[str]) -> str:
     return hmac.new(secret, "\x1f".join(fields).encode(), hashlib.sha256).hexdigest()
 
 
+STORED = "stored"  # a battle over two stored outputs (/arena, /api/arena/battle)
+LIVE = "live"  # a live battle on the voter's prompt (/arena/chat)
+KINDS = (STORED, LIVE)
+
+
 def battle_fields(
-    public_id: str, sample_id: str, epoch: int, left: str, right: str, voter: str, expires: int
+    public_id: str, sample_id: str, epoch: int, left: str, right: str, voter: str, expires: int, *,
+    kind: str = STORED,
 ) -> list[str]:
-    return [public_id, sample_id, str(epoch), left, right, voter, str(expires)]
+    """What a token's MAC covers; the kind goes last but one, the expiry last (``sign`` reads both ends)."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown battle kind {kind!r}")
+    return [public_id, sample_id, str(epoch), left, right, voter, f"kind={kind}", str(expires)]
 
 
 def sign(secret: bytes, fields: list[str]) -> str:

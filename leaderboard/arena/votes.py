@@ -5,6 +5,12 @@ the connection takes the write lock before it reads anything (a read-then-write 
 fail with SQLITE_BUSY under concurrency instead of waiting). The rate-limit counts are then read
 inside that lock, so they are exact; on PostgreSQL transaction-scoped advisory locks per voter and per IP
 give the same guarantee. The unique ``battle_id`` on votes is the last line against reuse.
+
+A token is good for the kind of battle it was issued for only (``kind``: stored battles through
+``/api/arena/vote`` and ``/arena/vote``, live ones through ``/api/arena/chat/{battle}/vote``). A
+live vote also passes :func:`.live.admit_vote` inside the same transaction, after the claim has
+locked the battle row: no turn may be running, and a reply that names its own model flags the vote
+as it is written.
 """
 
 from __future__ import annotations
@@ -14,7 +20,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, cast
 
-from sqlalchemy import DateTime, String, Table, bindparam, case, false, func, insert, select, text, update
+from sqlalchemy import Boolean, DateTime, String, Table, Text, bindparam, case, func, insert, select, text, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -41,6 +47,7 @@ class VoteResult:
     left_model: str
     right_model: str
     outcome: str
+    flagged: bool = False  # stored, but left out of the ratings (e.g. a reply named its own model)
 
     def to_dict(self) -> dict[str, Any]:
         return {"battle": self.battle, "task": self.task, "left_model": self.left_model,
@@ -68,18 +75,21 @@ _RECENT_VOTER = _recent_stmt(_V.voter_hash)
 _RECENT_IP = _recent_stmt(_V.ip_hash)
 _COPY = insert(cast(Table, ArenaVoteRow.__table__)).from_select(
     ["battle_id", "task", "sample_id", "left_model", "right_model", "outcome", "voter_hash", "ip_hash", "served_at",
-     "created_at", "features", "categories", "flagged"],
+     "created_at", "features", "categories", "flagged", "flag_reason"],
     select(_B.id, _B.task, _B.sample_id, _B.left_model, _B.right_model, bindparam("outcome", type_=String),
            bindparam("voter", type_=String), bindparam("ip", type_=String), _B.created_at,
-           bindparam("stamp", type_=DateTime), _B.features, _B.categories, false()).where(_B.id == bindparam("bid")),
+           bindparam("stamp", type_=DateTime), _B.features, _B.categories, bindparam("flagged", type_=Boolean),
+           bindparam("reason", type_=Text)).where(_B.id == bindparam("bid")),
 )
 _PG_LOCK = text("SELECT pg_advisory_xact_lock(:k)")
 
 
 def cast_vote(
     sessions: sessionmaker[Session], cfg: ArenaConfig, secret: bytes, token: str | None, outcome: str | None,
-    voter_hash: str, ip_hash: str,
+    voter_hash: str, ip_hash: str, *, kind: str = tokens.STORED,
 ) -> VoteResult:
+    """Check the token (for a battle of ``kind``), the limits and, for live battles, the
+    conversation; write the vote. Raises VoteRefused."""
     if not token:
         raise VoteRefused(400, "missing battle token")
     parsed = tokens.parse(token)
@@ -95,7 +105,7 @@ def cast_vote(
     if battle is None:
         raise VoteRefused(403, "invalid battle token")
     fields = tokens.battle_fields(public_id, battle.sample_id, battle.epoch, battle.left_model, battle.right_model,
-                                  voter_hash, expires)
+                                  voter_hash, expires, kind=kind)
     if not tokens.check(secret, fields, mac):
         raise VoteRefused(403, "invalid battle token")
     if expires < now or naive_utc(now) > battle.expires_at:
@@ -109,6 +119,11 @@ def cast_vote(
         with engine.begin() as conn:  # any refusal raised inside rolls the claim back
             if conn.execute(_CLAIM, {"bid": battle.id, "stamp": stamp}).rowcount != 1:
                 raise VoteRefused(409, "battle token already used")
+            reason = None
+            if kind == tokens.LIVE:  # imported here: the live module builds on this one
+                from .live import admit_vote
+
+                reason = admit_vote(conn, battle.id, battle.left_model, battle.right_model, cfg)
             if conn.dialect.name == "postgresql":  # voter, then IP: one order everywhere, so no deadlock
                 conn.execute(_PG_LOCK, {"k": zlib.crc32(voter_hash.encode())})
                 conn.execute(_PG_LOCK, {"k": zlib.crc32(b"ip:" + ip_hash.encode())})
@@ -122,7 +137,7 @@ def cast_vote(
             ):  # the battle stays open: the voter may come back later
                 raise VoteRefused(429, "vote limit reached: try again later")
             conn.execute(_COPY, {"bid": battle.id, "outcome": outcome, "voter": voter_hash, "ip": ip_hash,
-                                 "stamp": stamp})
+                                 "stamp": stamp, "flagged": reason is not None, "reason": reason})
     except IntegrityError:
         raise VoteRefused(409, "battle token already used") from None
-    return VoteResult(public_id, battle.task, battle.left_model, battle.right_model, outcome)
+    return VoteResult(public_id, battle.task, battle.left_model, battle.right_model, outcome, reason is not None)
