@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 import time
 from collections.abc import Callable
 from typing import Any, TextIO
@@ -43,6 +44,9 @@ class RunProgress:
         self.t0 = clock()
         self.last_line = self.t0
         self.lines = 0
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._heartbeat: threading.Thread | None = None
         on_terminal = os.isatty(2) if terminal is None else terminal
         if enabled and on_terminal:
             from rich.progress import (
@@ -64,13 +68,26 @@ class RunProgress:
     def __enter__(self) -> RunProgress:
         if self.bar:
             self.bar.__enter__()
+        elif self.enabled and self.interval > 0:
+            # a heartbeat: one batch of a slow local model can take minutes with no completion to report
+            self._heartbeat = threading.Thread(target=self._beat, name="harness-progress", daemon=True)
+            self._heartbeat.start()
         return self
 
     def __exit__(self, *exc: Any) -> None:
         if self.bar:
             self.bar.__exit__(*exc)
-        elif self.enabled and self.lines:  # the last word on a log: where the run ended
+            return
+        self._stop.set()
+        if self._heartbeat is not None:
+            self._heartbeat.join()
+        if self.enabled and self.lines:  # the last word on a log: where the run ended
             self._line()
+
+    def _beat(self) -> None:
+        while not self._stop.wait(self.interval / 4):
+            if self.clock() - self.last_line >= self.interval:
+                self._line()
 
     def rate(self) -> float:
         return (self.completed - self.start_done) / max(self.clock() - self.t0, 1e-9)
@@ -85,10 +102,11 @@ class RunProgress:
                 f"elapsed {_clock(elapsed)}{eta}")
 
     def _line(self) -> None:
-        stream = self.stream or sys.stderr
-        print(self.status_line(), file=stream, flush=True)
-        self.last_line = self.clock()
-        self.lines += 1
+        with self._lock:  # the heartbeat thread and the run's own updates both write
+            stream = self.stream or sys.stderr
+            print(self.status_line(), file=stream, flush=True)
+            self.last_line = self.clock()
+            self.lines += 1
 
     def update(self, completed: int, errors: int) -> None:
         """``completed``: samples done in total (those of earlier invocations included)."""

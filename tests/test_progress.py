@@ -73,3 +73,14 @@ def test_a_concurrent_eval_on_a_pipe_reports_exact_counts(tmp_path) -> None:
     counts = [int(m.group(1)) for m in re.finditer(r": (\d+)/40 \(", done.stderr)]
     assert counts, done.stderr[-2000:]
     assert counts == sorted(counts) and max(counts) == 40 and counts[-1] == 40
+
+
+def test_a_heartbeat_line_comes_even_while_no_sample_finishes() -> None:
+    """One batch of 32 SmolLM2 samples can take minutes: the log still moves."""
+    import time
+
+    out = io.StringIO()
+    with RunProgress(True, 50, 0, "slow", stream=out, interval=0.05, terminal=False):
+        time.sleep(0.4)
+    lines = out.getvalue().splitlines()
+    assert len(lines) >= 3 and all(line.startswith("slow: 0/50 (0%), 0.00/s") for line in lines), lines
