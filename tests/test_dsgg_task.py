@@ -105,6 +105,59 @@ def test_action_genome_bad_name_is_a_dataset_error(tmp_path):
         D.load_action_genome(tmp_path)
 
 
+class _Payload:
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+def test_action_genome_pickles_are_read_as_data(tmp_path):
+    from harness.safeload import SafeLoadError
+
+    ann = D.write_action_genome(D.synthetic_videos(1), tmp_path)
+    person = ann / "person_bbox.pkl"
+    good = person.read_bytes()
+    marker = tmp_path / "ran"
+    table = pickle.loads(good)
+    table[next(iter(table))]["bbox"] = _Payload(marker)
+    person.write_bytes(pickle.dumps(table))
+    with pytest.raises(SafeLoadError, match="person_bbox.pkl: refused global posix.system") as err:
+        D.load_action_genome(tmp_path)
+    assert "\n" not in str(err.value) and not marker.exists()
+    # plain data of the wrong shape: one line naming the file or folder, never a traceback
+    person.write_bytes(pickle.dumps([1, 2]))
+    with pytest.raises(D.DatasetError, match="person_bbox.pkl: expected a dict"):
+        D.load_action_genome(tmp_path)
+    person.write_bytes(good)
+    objects = ann / "object_bbox_and_relationship.pkl"
+    objects.write_bytes(pickle.dumps({"v.mp4/000001.png": "not a list of objects"}))
+    with pytest.raises(D.DatasetError, match="malformed Action Genome annotation pickles") as err:
+        D.load_action_genome(tmp_path)
+    assert "\n" not in str(err.value)
+
+
+def test_replayed_predictions_are_read_as_data(tmp_path):
+    from harness.safeload import SafeLoadError
+    from harness.tasks.dsgg.models import dsgg_replay
+
+    marker = tmp_path / "ran"
+    path = tmp_path / "preds.pkl"
+    path.write_bytes(pickle.dumps({"v1": {"format": "sttran", "boxes": _Payload(marker)}}))
+    with pytest.raises(SafeLoadError, match="refused global posix.system"):
+        dsgg_replay(str(path))
+    assert not marker.exists()
+    deep = tmp_path / "deep.json"
+    deep.write_text('{"v1": ' + "[" * 5000 + "]" * 5000 + "}")  # _plain would recurse through it
+    with pytest.raises(ValueError, match="deep.json"):
+        dsgg_replay(str(deep))
+    broken = tmp_path / "broken.json"
+    broken.write_text("{not json")
+    with pytest.raises(ValueError, match="broken.json: not a JSON file"):
+        dsgg_replay(str(broken))
+
+
 def _vidvrd_json(tmp_path):
     box = lambda x: {"xmin": x, "ymin": 0, "xmax": x + 9, "ymax": 9}  # noqa: E731
     anno = {"video_id": "ILSVRC_v1", "frame_count": 6,

@@ -187,6 +187,42 @@ def test_missing_or_tampered_weights_are_one_line_errors(tmp_path: Path, monkeyp
         lpips_model.cache_clear()
 
 
+class _HugeArray:
+    """Pickles as numpy's own array layout whose state claims 2**37 float64 values (1 TiB) over 8 bytes."""
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        reconstruct = np.ndarray.__reduce__(np.zeros(1))[0]
+        return (reconstruct, (np.ndarray, (0,), b"b"), (1, (2**37,), np.dtype("f8"), False, b"\0" * 8))
+
+
+def test_weights_cannot_claim_memory_or_nest_without_bound(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import resource
+
+    lpips_model.cache_clear()
+    try:
+        monkeypatch.setenv("HARNESS_LPIPS_WEIGHTS", str(tmp_path))
+        image = _load("ex_ref.png")
+        ckpt = tmp_path / "alexnet.ckpt"
+        ckpt.write_bytes(pickle.dumps({"AlexNet_0": {"Conv_0": {"kernel": _HugeArray()}}}, protocol=3))
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        with pytest.raises(LpipsWeightsMissing, match="needs 1099511627776 bytes, the file holds 8") as err:
+            lpips_distance(image, image)
+        assert "\n" not in str(err.value) and str(ckpt) in str(err.value)
+        assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 200_000  # KiB
+        n = 100_000  # {"k": {"k": ...}} 100,000 deep, written opcode by opcode
+        ckpt.write_bytes(b"\x80\x04}" + b"\x8c\x01k}" * n + b"s" * n + b".")
+        with pytest.raises(LpipsWeightsMissing, match="nested more than 64 containers deep"):
+            lpips_distance(image, image)
+        ckpt.write_bytes(pickle.dumps({"AlexNet_0": {"Conv_0": {"kernel": "text"}}}))
+        with pytest.raises(LpipsWeightsMissing, match="not a numeric array"):
+            lpips_distance(image, image)
+        ckpt.write_bytes(pickle.dumps({"AlexNet_0": {"Conv_0": {"kernel": np.zeros(3, np.float32)}}}))
+        with pytest.raises(LpipsWeightsMissing, match="expected layers"):  # a 1-D kernel: misshapen, one line
+            lpips_distance(image, image)
+    finally:
+        lpips_model.cache_clear()
+
+
 def test_bad_inputs() -> None:
     ref = _load("ex_ref.png")
     with pytest.raises(ValueError, match="image sizes differ"):

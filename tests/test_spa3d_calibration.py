@@ -81,7 +81,66 @@ def test_calibration_travels_with_the_checkpoint(tmp_path):
     # a checkpoint without calibration falls back to the Average Jaccard
     plain = RealismScorer(loaded.model).score_tracks(videos[0])
     assert plain["calibrated"] == 0.0 and plain["realism"] == plain["average_jaccard"]
-    # resuming training keeps the optimiser state that attaching the calibration preserved
+    # resuming training keeps the optimiser state that attaching the calibration preserved; the whole
+    # checkpoint is tensors and plain data (it loads with weights_only=True)
+    from harness.safeload import load_torch
+
+    assert load_torch(ckpt)["optimiser"] is not None
+
+
+def _checkpoint(path, **changes):
     import torch
 
-    assert torch.load(ckpt, weights_only=False)["optimiser"] is not None
+    from harness.tasks.spa3d.autoencoder import AutoencoderConfig, TrackAutoencoder
+
+    cfg = AutoencoderConfig(width=16, num_latents=4, heads=2)
+    state = {"config": cfg.to_dict(), "state_dict": TrackAutoencoder(cfg).state_dict(), "optimiser": None,
+             "step": 0, "history": [], "calibration": None, **changes}
+    torch.save(state, path)
+    return path
+
+
+def test_a_checkpoint_is_checked_before_a_model_is_built(tmp_path):
+    import resource
+
+    import torch
+
+    from harness.tasks.spa3d.train import CheckpointError, load_checkpoint, load_model
+
+    good = _checkpoint(tmp_path / "good.pt")
+    assert load_model(good).cfg.width == 16
+    small = {"width": 16, "num_latents": 4, "heads": 2}
+    # a config naming a model of tens of gigabytes, with the small model's weights: laid out on the meta
+    # device, compared with the weights and refused; nothing of its size is allocated
+    huge = _checkpoint(tmp_path / "huge.pt", config={**small, "width": 65536, "num_latents": 65536})
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with pytest.raises(CheckpointError, match="huge.pt: state_dict tensor 'latents' is torch.float32 \\[4, 16\\]"):
+        load_model(huge)
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 500_000  # KiB
+    cases = [
+        ({"config": {**small, "width": 10**9}}, "config field 'width' must be an integer from 1 to 65536"),
+        ({"config": {**small, "width": "wide"}}, "config field 'width' must be an integer"),
+        ({"config": {**small, "rogue": 1}}, "config field 'rogue' is not"),
+        ({"config": {**small, "heads": 3}}, "does not describe a model"),
+        ({"state_dict": {"latents": torch.zeros(4, 16)}}, "state_dict has no tensor"),
+        ({"calibration": {"mean": [1.0, float("nan")], "std": [1.0, 1.0], "videos": 3}}, "field 'calibration'"),
+        ({"calibration": {"mean": [1.0], "std": [1.0, 1.0], "videos": 3}}, "field 'calibration'"),
+        ({"config": [1, 2]}, "field 'config' is missing or not a dict"),
+    ]
+    for changes, fragment in cases:
+        path = _checkpoint(tmp_path / "bad.pt", **changes)
+        with pytest.raises(CheckpointError, match=fragment) as err:
+            load_checkpoint(path)
+        assert "\n" not in str(err.value) and str(path) in str(err.value)
+    torch.save([1, 2], tmp_path / "list.pt")
+    with pytest.raises(CheckpointError, match="not a 3DSPA checkpoint"):
+        load_model(tmp_path / "list.pt")
+
+
+def test_checkpoints_with_a_numpy_learning_rate_still_load(tmp_path):
+    """Checkpoints written before the learning rate was stored as a float hold a numpy float64 in the
+    optimiser state: weights_only loading takes numpy numbers, so they still load."""
+    path = _checkpoint(tmp_path / "old.pt", optimiser={"state": {}, "param_groups": [{"lr": np.float64(1e-3)}]})
+    from harness.tasks.spa3d.train import load_model
+
+    assert load_model(path).cfg.heads == 2

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.data import DatasetError
+from harness.safeload import load_pickle
 from harness.tasks.dsgg.vocab import ag_objects, ag_predicates, lookup_table, squash
 
 DATASETS = ("action-genome", "vidvrd", "pvsg")
@@ -48,10 +49,23 @@ def load_action_genome(data_dir: str | Path, split: str = "test") -> list[dict[s
     for file in files:
         if not file.exists():
             raise DatasetError(f"{file}: file not found (expected Action Genome annotation pickles)")
-    with files[0].open("rb") as fh:
-        person = pickle.load(fh)
-    with files[1].open("rb") as fh:
-        objects = pickle.load(fh)
+    # the annotation pickles are data (dicts of lists, strings and numpy arrays): read them with the
+    # allow-list of harness.safeload, so a file whose pickle names a function never runs it
+    person, objects = (load_pickle(file) for file in files)
+    for file, table in zip(files, (person, objects), strict=True):
+        if not isinstance(table, dict):
+            raise DatasetError(f"{file}: expected a dict of frame key -> annotation, got {type(table).__name__}")
+    try:
+        return _action_genome_videos(root, files, person, objects, split)
+    except DatasetError:
+        raise
+    except (AttributeError, TypeError, ValueError, KeyError, IndexError) as exc:  # a field of the wrong type
+        raise DatasetError(f"{ann}: malformed Action Genome annotation pickles ({type(exc).__name__}: "
+                           f"{str(exc).splitlines()[0] if str(exc) else ''})") from None
+
+
+def _action_genome_videos(root: Path, files: list[Path], person: dict[str, Any], objects: dict[str, Any],
+                          split: str) -> list[dict[str, Any]]:
     obj_names, pred_names = ag_objects(), ag_predicates()
     obj_table, pred_table = lookup_table(obj_names), lookup_table(pred_names)
     by_video: dict[str, list[str]] = {}

@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 import json
-import pickle
 import re
 from collections import Counter, defaultdict
 from collections.abc import Sequence
@@ -21,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.registry import model
+from harness.safeload import check_structure, load_pickle
 from harness.tasks.dsgg.trs import OBJECTS_MARK
 from harness.types import Output, Request, Sample, Usage
 
@@ -113,10 +113,16 @@ class Replay:
         if not p.exists():
             raise ValueError(f"dsgg-replay: {p}: file not found")
         if p.suffix == ".pkl":
-            with p.open("rb") as fh:
-                self.table = pickle.load(fh)
+            # predictions are data (dicts, lists, numpy arrays): the allow-list loader never runs a
+            # function the file names, and bounds its nesting (_plain below recurses)
+            self.table = load_pickle(p)
         else:
-            self.table = json.loads(p.read_text(encoding="utf-8"))
+            try:
+                self.table = check_structure(json.loads(p.read_text(encoding="utf-8")), str(p))
+            except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+                raise ValueError(f"dsgg-replay: {p}: not a JSON file ({str(exc).splitlines()[0]})") from None
+            except RecursionError:
+                raise ValueError(f"dsgg-replay: {p}: JSON nested too deeply to read") from None
         if not isinstance(self.table, dict):
             raise ValueError(f"dsgg-replay: {p}: expected a mapping of sample id to prediction")
         self.spec = f"dsgg-replay:{self.path}"

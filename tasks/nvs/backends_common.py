@@ -9,12 +9,12 @@ requests carry no image: a backend renders from its fit of that scene.
 from __future__ import annotations
 
 import os
-import pickle
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.safeload import SafeLoadError, dump_pickle, load_pickle
 from harness.tasks.nvs.scenes import Camera, SceneError
 from harness.types import Message, Output, Sample, stable_hash
 
@@ -93,21 +93,17 @@ def fit_key(method: str, config: dict[str, Any], views: Sequence[ViewSpec]) -> s
 
 
 def load_fit(key: str) -> dict[str, Any] | None:
-    path = cache_dir() / f"{key}.pkl"
+    """The cached fit (plain data and numpy arrays, read by harness.safeload: no code runs), or None
+    when there is none or it is unreadable or refused (the backend refits and replaces it)."""
     try:
-        with path.open("rb") as f:
-            return pickle.load(f)  # our own cache file, written by save_fit
-    except (OSError, pickle.UnpicklingError, EOFError):
+        state = load_pickle(cache_dir() / f"{key}.pkl")
+    except (OSError, SafeLoadError):
         return None
+    return state if isinstance(state, dict) else None
 
 
 def save_fit(key: str, state: dict[str, Any]) -> None:
-    path = cache_dir() / f"{key}.pkl"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".tmp{os.getpid()}")
-    with tmp.open("wb") as f:
-        pickle.dump(state, f, protocol=pickle.HIGHEST_PROTOCOL)
-    tmp.replace(path)
+    dump_pickle(cache_dir() / f"{key}.pkl", state)  # atomic
 
 
 def artifacts_dir(spec: str) -> Path:

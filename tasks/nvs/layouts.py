@@ -4,7 +4,10 @@ Every loader returns a ``SceneViews``: per view the image path, a 4x4 camera-to-
 camera convention (x right, y down, z forward; Blender/NeRF ``transform_matrix`` poses are converted by
 negating their y and z axes), 3x3 pixel intrinsics for the image file as stored, its size and a split
 label. Problems with the folder (absent, malformed JSON or COLMAP files, a missing or non-image file, an
-index out of range) raise ``LayoutError``: one line naming the file.
+index out of range) raise ``LayoutError``: one line naming the file and the field. Every field is checked
+before it is used: numbers must be numbers, finite, and positive where a size or focal length is meant;
+images are measured from their header and refused above ``MAX_PIXELS`` before anything decodes them; a
+scene has at most ``MAX_VIEWS`` views.
 
 - NeRF-synthetic / Blender: ``transforms_{train,val,test}.json`` (``camera_angle_x``, ``frames[].file_path``
   with or without extension, ``frames[].transform_matrix``), or one ``transforms.json`` whose frames carry
@@ -34,10 +37,16 @@ import numpy as np
 
 from harness.errors import UserError
 
-__all__ = ["LayoutError", "SceneViews", "detect_layout", "load_colmap", "load_dl3dv", "load_dl3dv_all",
-           "load_nerf_synthetic", "load_scene"]
+__all__ = ["MAX_PIXELS", "MAX_VIEWS", "LayoutError", "SceneViews", "check_image_size", "detect_layout",
+           "load_colmap", "load_dl3dv", "load_dl3dv_all", "load_nerf_synthetic", "load_scene"]
 
 _OPENGL_TO_OPENCV = np.diag([1.0, -1.0, -1.0, 1.0])
+# Views per scene: real captures have tens to a few thousand; the cap keeps a crafted index or model
+# (a million target views) a one-line error instead of hours of header reads.
+MAX_VIEWS = 10_000
+# Pixels per image, read from the header before any decode (8192 x 8192; full-resolution Mip-NeRF 360
+# and Zip-NeRF photos are 16-20 million): decoding one image takes 16 bytes a pixel as float RGBA.
+MAX_PIXELS = 8192 * 8192
 
 
 class LayoutError(UserError):
@@ -94,6 +103,32 @@ def _read_json(path: Path) -> Any:
         raise LayoutError(f"{path} is not valid JSON: {str(exc).splitlines()[0]}") from None
 
 
+def _show(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _number(value: Any, where: str, field: str, *, positive: bool = False) -> float:
+    """A JSON / COLMAP number, checked: a number (not a string or bool), finite, > 0 if ``positive``."""
+    kind = "a positive finite number" if positive else "a finite number"
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise LayoutError(f"{where}: field {field!r} must be {kind}, got {_show(value)}")
+    try:
+        out = float(value)
+    except OverflowError:  # an integer beyond float range
+        out = math.inf
+    if not math.isfinite(out) or (positive and out <= 0):
+        raise LayoutError(f"{where}: field {field!r} must be {kind}, got {_show(value)}")
+    return out
+
+
+def check_image_size(path: Path, width: int, height: int) -> None:
+    """Refuse an image whose header declares no pixels or more than MAX_PIXELS (before decoding it)."""
+    if width <= 0 or height <= 0 or width * height > MAX_PIXELS:
+        raise LayoutError(f"{path}: image is {width}x{height} pixels; images must have between 1 and "
+                          f"{MAX_PIXELS} pixels")
+
+
 def _image_size(path: Path) -> tuple[int, int]:
     from PIL import Image, UnidentifiedImageError
 
@@ -101,9 +136,13 @@ def _image_size(path: Path) -> tuple[int, int]:
         raise LayoutError(f"image {path} does not exist")
     try:
         with Image.open(path) as im:  # reads the header only
-            return int(im.size[0]), int(im.size[1])
+            size = int(im.size[0]), int(im.size[1])
+    except Image.DecompressionBombError as exc:  # PIL's own ceiling, far above ours
+        raise LayoutError(f"{path}: image is too large ({exc}); at most {MAX_PIXELS} pixels") from None
     except (UnidentifiedImageError, OSError) as exc:
         raise LayoutError(f"{path} is not a readable image ({type(exc).__name__})") from None
+    check_image_size(path, *size)
+    return size
 
 
 def _intrinsics(fx: float, fy: float, cx: float, cy: float) -> np.ndarray:
@@ -139,28 +178,38 @@ def _resolve_frame_image(root: Path, file_path: str, where: str) -> Path:
 def _frame_camera(meta: dict[str, Any], frame: dict[str, Any], size: tuple[int, int], where: str) -> np.ndarray:
     """Pixel intrinsics from instant-ngp keys (frame first, then file) or camera_angle_x/_y."""
 
-    def key(name: str) -> Any:
-        return frame.get(name, meta.get(name))
+    def key(name: str, positive: bool = False) -> float | None:
+        value = frame.get(name, meta.get(name))
+        return None if value is None else _number(value, where, name, positive=positive)
+
+    def angle(name: str) -> float | None:
+        value = key(name)
+        if value is not None and not 0 < value < math.pi:
+            raise LayoutError(f"{where}: field {name!r} must be a field of view in radians between 0 and pi, "
+                              f"got {_show(value)}")
+        return value
 
     w, h = size
     # declared sizes (w, h) rescale the declared focal lengths to the stored image
-    sx = w / float(key("w")) if key("w") else 1.0
-    sy = h / float(key("h")) if key("h") else 1.0
-    try:
-        if key("fl_x") is not None:
-            fx = float(key("fl_x")) * sx
-            fy = float(key("fl_y") if key("fl_y") is not None else key("fl_x")) * sy
-        elif key("camera_angle_x") is not None:
-            fx = 0.5 * w / math.tan(0.5 * float(key("camera_angle_x")))
-            fy = 0.5 * h / math.tan(0.5 * float(key("camera_angle_y"))) if key("camera_angle_y") is not None else fx
-        else:
-            raise LayoutError(f"{where}: no camera_angle_x or fl_x to give the focal length")
-        cx = float(key("cx")) * sx if key("cx") is not None else w / 2
-        cy = float(key("cy")) * sy if key("cy") is not None else h / 2
-    except (TypeError, ValueError):
-        raise LayoutError(f"{where}: camera intrinsics are not numbers") from None
-    if not (fx > 0 and fy > 0):
-        raise LayoutError(f"{where}: focal length must be positive")
+    declared_w, declared_h = key("w", positive=True), key("h", positive=True)
+    sx = w / declared_w if declared_w else 1.0
+    sy = h / declared_h if declared_h else 1.0
+    fl_x, fl_y = key("fl_x", positive=True), key("fl_y", positive=True)
+    angle_x, angle_y = angle("camera_angle_x"), angle("camera_angle_y")
+    if fl_x is not None:
+        fx, fy = fl_x * sx, (fl_y if fl_y is not None else fl_x) * sy
+    elif angle_x is not None:
+        fx = 0.5 * w / math.tan(0.5 * angle_x)
+        fy = 0.5 * h / math.tan(0.5 * angle_y) if angle_y is not None else fx
+    else:
+        raise LayoutError(f"{where}: no camera_angle_x or fl_x to give the focal length")
+    cx, cy = key("cx"), key("cy")
+    cx = cx * sx if cx is not None else w / 2
+    cy = cy * sy if cy is not None else h / 2
+    # finite inputs can still overflow once scaled (fl_x 1e308 on a downscaled folder)
+    if not all(math.isfinite(v) for v in (fx, fy, cx, cy)) or not (fx > 0 and fy > 0):
+        raise LayoutError(f"{where}: camera intrinsics (fx {fx:g}, fy {fy:g}, cx {cx:g}, cy {cy:g}) must be finite, "
+                          "with positive focal lengths")
     return _intrinsics(fx, fy, cx, cy)
 
 
@@ -198,20 +247,29 @@ def load_nerf_synthetic(scene_dir: str | Path, splits: Sequence[str] = ("train",
     return _from_frames(root, "nerf_synthetic", entries)
 
 
+def _check_views(count: int, where: str) -> None:
+    if count > MAX_VIEWS:
+        raise LayoutError(f"{where}: {count} views; a scene may have at most {MAX_VIEWS}")
+
+
 def _from_frames(root: Path, layout: str, entries: list[tuple[str, dict[str, Any], dict[str, Any], Path]],
                  image_dir: str | None = None) -> SceneViews:
+    _check_views(len(entries), str(entries[0][3]) if entries else str(root))
     paths, poses, ks, sizes, labels, depths = [], [], [], [], [], []
+    measured: dict[Path, tuple[int, int]] = {}  # an index may name one frame many times: read its header once
     for i, (split, meta, frame, source) in enumerate(entries):
         where = f"{source} frame {i}"
         file_path = frame.get("file_path")
         if image_dir is not None and isinstance(file_path, str):
             file_path = f"{image_dir}/{Path(file_path).name}"
         image = _resolve_frame_image(root, file_path, where)  # type: ignore[arg-type]
-        size = _image_size(image)
+        size = measured[image] if image in measured else measured.setdefault(image, _image_size(image))
         depth = frame.get("depth_file_path")
         depth_path = None
         if depth is not None:
-            depth_path = root / str(depth)
+            if not isinstance(depth, str) or not depth:
+                raise LayoutError(f"{where}: field 'depth_file_path' must be a file name, got {_show(depth)}")
+            depth_path = root / depth
             if not depth_path.is_file():
                 raise LayoutError(f"{where}: depth map {depth_path} does not exist")
         paths.append(image)
@@ -255,6 +313,25 @@ def _text(path: Path) -> str:
         raise LayoutError(f"{path} is not a readable text file ({type(exc).__name__})") from None
 
 
+def _check_camera(cam: _Camera, where: str) -> _Camera:
+    for field, pixels in (("WIDTH", cam.width), ("HEIGHT", cam.height)):
+        if not 0 < pixels <= 1 << 20:
+            raise LayoutError(f"{where}: camera {field} must be from 1 to {1 << 20} pixels, got {pixels}")
+    for k, param in enumerate(cam.params):
+        _number(param, where, f"PARAMS[{k}]")
+    return cam
+
+
+def _check_image(image: _Image, where: str) -> _Image:
+    for k, value in enumerate(image.qvec):
+        _number(value, where, f"Q{'WXYZ'[k]}")
+    for k, value in enumerate(image.tvec):
+        _number(value, where, f"T{'XYZ'[k]}")
+    if math.hypot(*image.qvec) < 1e-9:  # no rotation: normalising it would divide by zero
+        raise LayoutError(f"{where}: the rotation quaternion QW QX QY QZ is zero")
+    return image
+
+
 def _read_cameras_txt(path: Path) -> dict[int, _Camera]:
     cams = {}
     for n, line in enumerate(_text(path).splitlines(), 1):
@@ -263,9 +340,12 @@ def _read_cameras_txt(path: Path) -> dict[int, _Camera]:
             continue
         parts = line.split()
         try:
-            cams[int(parts[0])] = _Camera(parts[1], int(parts[2]), int(parts[3]), tuple(float(x) for x in parts[4:]))
+            cam = _Camera(parts[1], int(parts[2]), int(parts[3]), tuple(float(x) for x in parts[4:]))
+            cam_id = int(parts[0])
         except (IndexError, ValueError):
             raise LayoutError(f"{path} line {n}: expected CAMERA_ID MODEL WIDTH HEIGHT PARAMS...") from None
+        cams[cam_id] = _check_camera(cam, f"{path} line {n}")
+        _check_views(len(cams), str(path))
     return cams
 
 
@@ -280,11 +360,14 @@ def _read_images_txt(path: Path) -> dict[int, _Image]:
         try:
             q = (float(parts[1]), float(parts[2]), float(parts[3]), float(parts[4]))
             t = (float(parts[5]), float(parts[6]), float(parts[7]))
-            images[int(parts[0])] = _Image(q, t, int(parts[8]), " ".join(parts[9:]))
-            if not images[int(parts[0])].name:
+            image = _Image(q, t, int(parts[8]), " ".join(parts[9:]))
+            image_id = int(parts[0])
+            if not image.name:
                 raise ValueError
         except (IndexError, ValueError):
             raise LayoutError(f"{path} line {n}: expected IMAGE_ID QW QX QY QZ TX TY TZ CAMERA_ID NAME") from None
+        images[image_id] = _check_image(image, f"{path} line {n}")
+        _check_views(len(images), str(path))
         next(lines, None)  # the POINTS2D line that follows each image line (possibly empty)
     return images
 
@@ -316,23 +399,28 @@ class _Reader:
 
 def _read_cameras_bin(path: Path) -> dict[int, _Camera]:
     r, cams = _Reader(path), {}
-    for _ in range(r.take("<Q")[0]):
+    count = r.take("<Q")[0]
+    _check_views(count, str(path))
+    for _ in range(count):
         cam_id, model_id, width, height = r.take("<iiQQ")
         if model_id not in _COLMAP_MODELS:
             raise LayoutError(f"{path}: unknown COLMAP camera model id {model_id}")
         name, n_params = _COLMAP_MODELS[model_id]
-        cams[cam_id] = _Camera(name, width, height, r.take(f"<{n_params}d"))
+        cams[cam_id] = _check_camera(_Camera(name, width, height, r.take(f"<{n_params}d")), f"{path} camera {cam_id}")
     return cams
 
 
 def _read_images_bin(path: Path) -> dict[int, _Image]:
     r, images = _Reader(path), {}
-    for _ in range(r.take("<Q")[0]):
+    count = r.take("<Q")[0]
+    _check_views(count, str(path))
+    for _ in range(count):
         image_id, qw, qx, qy, qz, tx, ty, tz, cam_id = r.take("<i7di")
         name = r.name()
         n_points = r.take("<Q")[0]
         r.skip(24 * n_points)  # x, y, point3D_id per observation: not needed for cameras
-        images[image_id] = _Image((qw, qx, qy, qz), (tx, ty, tz), cam_id, name)
+        images[image_id] = _check_image(_Image((qw, qx, qy, qz), (tx, ty, tz), cam_id, name),
+                                        f"{path} image {image_id}")
     return images
 
 
@@ -375,6 +463,8 @@ def load_colmap(scene_dir: str | Path, images: str = "images", llffhold: int = 8
         else:
             raise LayoutError(f"{root}: camera model {cam.model} is distorted; undistort the images first "
                               "(colmap image_undistorter) so cameras are PINHOLE or SIMPLE_PINHOLE")
+        if not (fx > 0 and fy > 0):
+            raise LayoutError(f"{root}: camera {im.camera_id} has focal lengths {fx:g}, {fy:g}; they must be positive")
         path = image_dir / im.name
         w, h = _image_size(path)
         sx, sy = w / cam.width, h / cam.height  # a downscaled images_N folder scales the intrinsics
@@ -411,14 +501,23 @@ def _dl3dv_transforms(root: Path) -> Path:
 def _index_entry(entry: Any, scene: str, path: str) -> tuple[list[int], list[int]]:
     if entry is None:
         raise LayoutError(f"{path}: scene {scene!r} has no evaluation views (its entry is null)")
-    try:
-        context = [int(i) for i in entry["context"]]
-        target = [int(i) for i in entry["target"]]
-    except (KeyError, TypeError, ValueError):
-        raise LayoutError(f"{path}: scene {scene!r} needs integer 'context' and 'target' lists") from None
-    if not context or not target:
-        raise LayoutError(f"{path}: scene {scene!r} has an empty context or target list")
-    return context, target
+    if not isinstance(entry, dict):
+        raise LayoutError(f"{path}: scene {scene!r} needs integer 'context' and 'target' lists, got {_show(entry)}")
+    lists = []
+    for field in ("context", "target"):
+        ids = entry.get(field)
+        if not isinstance(ids, list):
+            raise LayoutError(f"{path}: scene {scene!r} field {field!r} must be a list of frame numbers, "
+                              f"got {_show(ids)}")
+        if not ids:
+            raise LayoutError(f"{path}: scene {scene!r} has an empty {field} list")
+        _check_views(len(ids), f"{path}: scene {scene!r} field {field!r}")
+        bad = next((i for i in ids if type(i) is not int), None)
+        if bad is not None:
+            raise LayoutError(f"{path}: scene {scene!r} field {field!r} holds {_show(bad)}, not a frame number")
+        lists.append(ids)
+    _check_views(len(lists[0]) + len(lists[1]), f"{path}: scene {scene!r}")
+    return lists[0], lists[1]
 
 
 def load_dl3dv(scene_dir: str | Path, index_path: str | Path, images: str | None = None) -> SceneViews:

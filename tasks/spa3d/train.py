@@ -1,14 +1,24 @@
-"""Training loop for the track autoencoder, with checkpoints (resumable) and a loss history."""
+"""Training loop for the track autoencoder, with checkpoints (resumable) and a loss history.
+
+A checkpoint is read as data (``harness.safeload.load_torch``: ``torch.load(weights_only=True)``), and
+checked before a model is built from it: the config's sizes must be plain bounded integers, and the model
+they describe is first laid out on torch's ``meta`` device (no memory) and compared, tensor by tensor, with
+the weights the file holds, so a config naming a huge model allocates nothing.
+"""
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
+from harness.errors import UserError
+from harness.safeload import load_torch
 from harness.tasks.spa3d.autoencoder import POSITION_WEIGHT, VISIBILITY_WEIGHT, AutoencoderConfig
 from harness.tasks.spa3d.calibration import Calibration, fit_calibration
 from harness.tasks.spa3d.sampling import Normaliser, arrays_for, sample_with_replacement, split_support_query, to_batch
@@ -64,42 +74,103 @@ def save_checkpoint(path: str | Path, model, optimiser, step: int, cfg: TrainCon
     return path
 
 
-def _read_checkpoint(path: str | Path) -> dict:
-    import torch
+class CheckpointError(UserError, ValueError):
+    """A 3DSPA checkpoint that cannot be used: one line naming the file and the field."""
 
+
+# bounds on a checkpoint's config: far above any trained model, low enough that laying the model out
+# (even on the meta device) is instant
+_CONFIG_LIMITS = {"num_frames": (1, 4096), "feature_dim": (0, 65536), "feature_proj": (1, 65536),
+                  "width": (1, 65536), "num_latents": (1, 65536), "heads": (1, 1024), "latent_layers": (0, 256)}
+
+
+def _read_checkpoint(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"{path}: 3DSPA checkpoint not found")
-    return torch.load(path, map_location="cpu", weights_only=False)
+    state = load_torch(path)  # tensors and plain data only: a checkpoint cannot run code
+    if not isinstance(state, dict):
+        raise CheckpointError(f"{path}: not a 3DSPA checkpoint (a {type(state).__name__}, not a dict)")
+    for key in ("config", "state_dict"):
+        if not isinstance(state.get(key), dict):
+            raise CheckpointError(f"{path}: not a 3DSPA checkpoint (field {key!r} is missing or not a dict)")
+    return state
 
 
-def _model_from(state: dict):
+def _config_from(state: dict[str, Any], path: Path) -> AutoencoderConfig:
+    config = state["config"]
+    known = {f.name for f in fields(AutoencoderConfig)}
+    unknown = sorted(str(k) for k in config if k not in known)
+    if unknown:
+        raise CheckpointError(f"{path}: config field {unknown[0]!r} is not a 3DSPA autoencoder setting")
+    for key, value in config.items():
+        low, high = _CONFIG_LIMITS.get(key, (0, 65536))
+        if type(value) is not int or not low <= value <= high:
+            raise CheckpointError(f"{path}: config field {key!r} must be an integer from {low} to {high}, "
+                                  f"got {repr(value)[:40]}")
+    return AutoencoderConfig(**config)
+
+
+def _model_from(state: dict[str, Any], path: str | Path = "checkpoint"):
+    import torch
+
     from harness.tasks.spa3d.autoencoder import TrackAutoencoder
 
-    model = TrackAutoencoder(AutoencoderConfig(**state["config"]))
-    model.load_state_dict(state["state_dict"])
+    path = Path(path)
+    cfg = _config_from(state, path)
+    weights = state["state_dict"]
+    try:
+        with torch.device("meta"):  # the layout only: no memory, whatever sizes the config names
+            expected = {k: tuple(v.shape) for k, v in TrackAutoencoder(cfg).state_dict().items()}
+    except (AssertionError, ValueError, RuntimeError, ZeroDivisionError) as exc:  # e.g. heads not dividing width
+        raise CheckpointError(f"{path}: config {cfg.to_dict()} does not describe a model ({exc or type(exc).__name__})"
+                              ) from None
+    for key, shape in expected.items():
+        tensor = weights.get(key)
+        if not isinstance(tensor, torch.Tensor):
+            raise CheckpointError(f"{path}: state_dict has no tensor {key!r}")
+        if tuple(tensor.shape) != shape or not tensor.is_floating_point():
+            raise CheckpointError(f"{path}: state_dict tensor {key!r} is {tensor.dtype} {list(tensor.shape)}, "
+                                  f"the config needs a float tensor of {list(shape)}")
+    extra = sorted(str(k) for k in weights if k not in expected)
+    if extra:
+        raise CheckpointError(f"{path}: state_dict has tensor {extra[0]!r}, which the model does not have")
+    model = TrackAutoencoder(cfg)
+    model.load_state_dict(weights)
     return model.eval()
 
 
-def _calibration_from(state: dict) -> Calibration | None:
+def _calibration_from(state: dict[str, Any], path: str | Path = "checkpoint") -> Calibration | None:
     data = state.get("calibration")
-    return Calibration.from_dict(data) if data else None
+    if not data:
+        return None
+    try:
+        mean, std, videos = (data[k] for k in ("mean", "std", "videos"))
+        pairs = [[float(v) for v in pair] for pair in (mean, std)]
+        ok = (all(len(p) == 2 and all(math.isfinite(v) for v in p) for p in pairs) and min(pairs[1]) > 0
+              and type(videos) is int and videos >= 2)
+    except (KeyError, TypeError, ValueError, OverflowError):
+        ok = False
+    if not ok:
+        raise CheckpointError(f"{path}: field 'calibration' must hold 'mean' and 'std' (two finite numbers each, "
+                              "std > 0) and 'videos' (an integer >= 2)")
+    return Calibration.from_dict(data)
 
 
 def load_model(path: str | Path):
     """A trained TrackAutoencoder in eval mode, from a checkpoint written by ``train``."""
-    return _model_from(_read_checkpoint(path))
+    return _model_from(_read_checkpoint(path), path)
 
 
 def load_calibration(path: str | Path) -> Calibration | None:
     """The realistic-video calibration stored with a checkpoint (None for an uncalibrated one)."""
-    return _calibration_from(_read_checkpoint(path))
+    return _calibration_from(_read_checkpoint(path), path)
 
 
 def load_checkpoint(path: str | Path) -> tuple[object, Calibration | None]:
     """(model, calibration) from one read of the checkpoint."""
     state = _read_checkpoint(path)
-    return _model_from(state), _calibration_from(state)
+    return _model_from(state, path), _calibration_from(state, path)
 
 
 def attach_calibration(path: str | Path, calibration: Calibration) -> None:
@@ -107,7 +178,7 @@ def attach_calibration(path: str | Path, calibration: Calibration) -> None:
     import torch
 
     path = Path(path)
-    state = torch.load(path, map_location="cpu", weights_only=False)
+    state = _read_checkpoint(path)
     state["calibration"] = calibration.to_dict()
     tmp = path.with_suffix(".tmp")
     torch.save(state, tmp)
@@ -161,17 +232,24 @@ def train(videos: Sequence[Tracks], cfg: TrainConfig, checkpoint: str | Path | N
     optimiser = torch.optim.Adam(model.parameters(), lr=cfg.lr, eps=ADAM_EPS)
     step, history = 0, []
     if checkpoint is not None and resume and Path(checkpoint).exists():
-        state = torch.load(checkpoint, map_location="cpu", weights_only=False)
-        model.load_state_dict(state["state_dict"])
-        if state.get("optimiser"):
-            optimiser.load_state_dict(state["optimiser"])
-        step, history = int(state["step"]), list(state["history"])
+        state = _read_checkpoint(checkpoint)
+        if _config_from(state, Path(checkpoint)) != cfg.model:
+            raise CheckpointError(f"{checkpoint}: written for model config {state['config']}, not "
+                                  f"{cfg.model.to_dict()} (resume with the same settings or write a new checkpoint)")
+        try:
+            model.load_state_dict(state["state_dict"])
+            if state.get("optimiser"):
+                optimiser.load_state_dict(state["optimiser"])
+            step, history = int(state["step"]), list(state["history"])
+        except (KeyError, TypeError, ValueError, RuntimeError) as exc:
+            raise CheckpointError(f"{checkpoint}: cannot resume from it ({type(exc).__name__}: "
+                                  f"{str(exc).splitlines()[0] if str(exc) else ''})") from None
     rng = np.random.default_rng(cfg.seed + step)  # a resumed run draws fresh batches
     model.train()
     started = time.perf_counter()
     while step < cfg.steps:
         for group in optimiser.param_groups:
-            group["lr"] = learning_rate(cfg, step)
+            group["lr"] = float(learning_rate(cfg, step))  # a plain float: checkpoints hold plain data
         support, query, target = to_batch(_video_batch(videos, cfg, rng))
         pred_pos, vis_logits = model(support, query)
         loss, parts = paper_loss(pred_pos, vis_logits, target["pos"], target["vis"], cfg.position_weight,

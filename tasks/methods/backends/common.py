@@ -4,14 +4,15 @@ cache, the training progress bar.
 Method tasks carry each item's feature vector in the first part's ``options["features"]`` (the text
 repeats it for text-only models); a backend reads it from there, and from the text as a fallback.
 The fitted state is cached under ``$HARNESS_CACHE_DIR/fits/<method>-<hash>.pkl`` where the hash
-covers the method config and the train data, so a rerun on the same data does not retrain.
+covers the method config and the train data, so a rerun on the same data does not retrain. The cache
+holds plain data and numpy arrays, written and read by ``harness.safeload`` (no code runs when it is
+read); a cache file it refuses or cannot read is refitted and replaced.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
-import pickle
 import re
 import time
 from collections.abc import Iterator, Sequence
@@ -19,6 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from harness.safeload import SafeLoadError, dump_pickle, load_pickle
 from harness.types import Message, Output, Sample, Usage, stable_hash
 
 _NUM = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
@@ -88,20 +90,15 @@ def load_fit(method: str, key: str) -> dict[str, Any] | None:
     if not path.exists():
         return None
     try:
-        with path.open("rb") as f:
-            return pickle.load(f)  # our own cache file, written by save_fit below
-    except (OSError, pickle.UnpicklingError, EOFError):
-        return None  # a torn write: refit
+        state = load_pickle(path)  # data only: a planted cache file cannot run code
+    except (OSError, SafeLoadError):
+        return None  # unreadable or refused: refit (save_fit replaces it)
+    return state if isinstance(state, dict) else None
 
 
 def save_fit(method: str, key: str, state: dict[str, Any]) -> Path:
-    path = cache_dir() / f"{method}-{key}.pkl"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".tmp{os.getpid()}")
-    with tmp.open("wb") as f:
-        pickle.dump(state, f, protocol=pickle.HIGHEST_PROTOCOL)
-    tmp.replace(path)  # atomic: concurrent runs never read half a file
-    return path
+    # atomic: concurrent runs never read half a file
+    return dump_pickle(cache_dir() / f"{method}-{key}.pkl", state)
 
 
 class TrainProgress:

@@ -9,7 +9,8 @@ per batch, ``width`` (16 channels in the first block), ``dim`` (64), ``margin`` 
 ``cvcf_tau`` (0.25), ``seed`` (0), ``threads`` (1), ``cache`` (true). ``prediction`` is the image's
 embedding (list of floats); ``details["fit"]`` the training record (seconds, CVCF removal rates).
 The fitted weights are cached under ``$HARNESS_CACHE_DIR/reid/fits`` by a hash of the settings and the
-training files.
+training files, as plain data and numpy arrays read back by ``harness.safeload`` (no code runs when a cache
+file is read; one it refuses or cannot read is refitted and replaced).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.registry import model
+from harness.safeload import SafeLoadError, dump_pickle, load_pickle
 from harness.types import Output, Request, Sample, Usage, stable_hash
 
 VARIANTS = ("baseline", "vital", "vital-no-cvcf", "vital-no-vaas")
@@ -77,7 +79,6 @@ class ReIDModel:
 
     def _fit(self, train: list[Sample]) -> dict[str, Any]:
         import numpy as np
-        import torch
 
         from harness.tasks.reid.backends.net import train as train_net
         from harness.tasks.reid.backends.vital import select_views
@@ -102,12 +103,12 @@ class ReIDModel:
             record.update(vrec)
         cfg = self.config()
         key = stable_hash({"v": 1, "variant": self.variant, "cfg": asdict(cfg), "rows": rows})[:24]
-        fit_path = _fit_dir() / f"{key}.pt"
+        fit_path = _fit_dir() / f"{key}.pkl"
         use_cache = str(self.settings.get("cache", True)).strip().lower() not in ("0", "false", "no")
-        cached = fit_path.exists() and use_cache
-        if cached:
-            blob = torch.load(fit_path, weights_only=False)  # our own cache file
-            state, trec = blob["state"], blob["record"]
+        loaded = _load_cached(fit_path) if use_cache else None
+        cached = loaded is not None
+        if loaded is not None:
+            state, trec = loaded
         else:
             images = np.zeros((len(rows), 3, *INPUT_HW), dtype=np.float32)
             vis = np.zeros((len(rows), *INPUT_HW), dtype=np.float32)
@@ -119,10 +120,9 @@ class ReIDModel:
                     vis[i], supervised[i] = v, 1.0
             labels = np.asarray([r["pid"] for r in rows])
             state, trec = train_net(cfg, images, labels, vis, supervised)
-            fit_path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = fit_path.with_suffix(f".tmp{os.getpid()}")
-            torch.save({"state": state, "record": trec}, tmp)
-            tmp.replace(fit_path)  # atomic: a concurrent run never reads half a file
+            # weights as numpy arrays: the cache is plain data; atomic, so a concurrent run never reads half
+            weights = {k: t.detach().cpu().numpy() for k, t in state["weights"].items()}
+            dump_pickle(fit_path, {"state": {**state, "weights": weights}, "record": trec})
         self.state = {"state": state, "cfg": cfg}
         return {**record, **trec, "cached": cached}
 
@@ -157,6 +157,26 @@ class ReIDModel:
         for o in outs:
             o.usage = Usage(calls=1, seconds=per)
         return outs
+
+
+def _load_cached(path: Path) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """(state with torch weights, training record) from a cache file, or None to refit (no file, or one
+    that is unreadable, refused or not laid out as save wrote it)."""
+    import numpy as np
+    import torch
+
+    try:
+        blob = load_pickle(path)
+    except (OSError, SafeLoadError):
+        return None
+    state = blob.get("state") if isinstance(blob, dict) else None
+    record = blob.get("record") if isinstance(blob, dict) else None
+    weights = state.get("weights") if isinstance(state, dict) else None
+    if not isinstance(record, dict) or not isinstance(weights, dict) or not all(
+            isinstance(v, np.ndarray) for v in weights.values()):
+        return None
+    assert isinstance(state, dict)  # checked with weights above
+    return {**state, "weights": {k: torch.from_numpy(v) for k, v in weights.items()}}, record
 
 
 @model("reid", description="ReID embedding backends fitted on the train split: reid:baseline | reid:vital | "
