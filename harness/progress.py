@@ -44,6 +44,7 @@ class RunProgress:
         self.t0 = clock()
         self.last_line = self.t0
         self.lines = 0
+        self.printed: tuple[int, int] | None = None
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._heartbeat: threading.Thread | None = None
@@ -81,8 +82,8 @@ class RunProgress:
         self._stop.set()
         if self._heartbeat is not None:
             self._heartbeat.join()
-        if self.enabled and self.lines:  # the last word on a log: where the run ended
-            self._line()
+        if self.enabled and self.lines and self.printed != (self.completed, self.errors):
+            self._line()  # the last word on a log: where the run ended (unless the last line said it)
 
     def _beat(self) -> None:
         while not self._stop.wait(self.interval / 4):
@@ -105,6 +106,7 @@ class RunProgress:
         with self._lock:  # the heartbeat thread and the run's own updates both write
             stream = self.stream or sys.stderr
             print(self.status_line(), file=stream, flush=True)
+            self.printed = (self.completed, self.errors)
             self.last_line = self.clock()
             self.lines += 1
 

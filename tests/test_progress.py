@@ -84,3 +84,11 @@ def test_a_heartbeat_line_comes_even_while_no_sample_finishes() -> None:
         time.sleep(0.4)
     lines = out.getvalue().splitlines()
     assert len(lines) >= 3 and all(line.startswith("slow: 0/50 (0%), 0.00/s") for line in lines), lines
+
+
+def test_the_closing_line_is_not_printed_twice() -> None:
+    clock, out = Clock(), io.StringIO()
+    with RunProgress(True, 10, 0, "t", stream=out, interval=30.0, clock=clock, terminal=False) as progress:
+        clock.t = 31.0
+        progress.update(10, 0)  # the interval is up: this line already says where the run ended
+    assert out.getvalue().splitlines() == ["t: 10/10 (100%), 0.32/s, errors 0, elapsed 0:31"]
