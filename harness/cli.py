@@ -421,7 +421,15 @@ def export_cmd(run: str, format: Annotated[str, typer.Option("--format", "-f")] 
     sessions = _sessions(db)
     row = _get_run(sessions, run)
     path = output or Path(f"{row.name.replace('/', '_')}.{format}")
-    n = export_run(sessions, row.id, path, format)
+    # the target first (not after reading every row): a folder, a missing folder or /proc is one line
+    if path.is_dir():
+        fail(f"cannot write {path}: it is a folder (give a file name with -o)")
+    if not path.absolute().parent.is_dir():
+        fail(f"cannot write {path}: folder {path.absolute().parent} does not exist")
+    try:
+        n = export_run(sessions, row.id, path, format)
+    except OSError as exc:
+        fail(f"cannot write {path}: {exc.strerror or exc}")
     typer.echo(f"wrote {n} samples to {path}")
 
 

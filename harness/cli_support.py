@@ -25,15 +25,35 @@ def fail(message: str) -> NoReturn:
     raise typer.Exit(2)
 
 
+def check_port(port: int, flag: str = "--port") -> None:
+    """A TCP port the server can bind: the socket layer would wrap 99999 to another port silently."""
+    if not 1 <= port <= 65535:
+        fail(f"{flag} must be between 1 and 65535, not {port}")
+
+
+def _cut(text: str, limit: int = 60) -> str:
+    """User text for a message, cut to ``limit`` characters (a 100,000-character option is not echoed)
+    and escaped where it holds a line break or other control character (the message stays one line)."""
+    shown = text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"
+    return shown if shown.isprintable() else repr(shown)[1:-1]
+
+
 def parse_kv(items: list[str] | None, flag: str) -> dict[str, Any]:
+    """``key=value`` options, typed; a malformed or refused value (too long, too deep, not a finite
+    number: :class:`harness.options.OptionValueError`) is one line naming the option. Commands call
+    this before opening the database, so a bad option writes nothing."""
     from harness.modelspec import parse_value
+    from harness.options import OptionValueError
 
     out: dict[str, Any] = {}
     for item in items or []:
         key, eq, value = item.partition("=")
-        if not eq or not key:
-            fail(f"{flag} expects key=value, got {item!r}")
-        out[key.strip()] = parse_value(value)
+        if not eq or not key.strip():
+            fail(f"{flag} expects key=value, got {_cut(item)!r}")
+        try:
+            out[key.strip()] = parse_value(value)
+        except OptionValueError as exc:
+            fail(f"{flag} {_cut(key.strip())}: {exc}")
     return out
 
 

@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.errors import UserError
+from harness.options import check_bounds, split_top
 from harness.options import parse_value as _parse_value
-from harness.options import split_top
 from harness.registry import UnknownNameError, lookup
 from harness.resources import package_data
 
@@ -59,6 +59,7 @@ def parse_spec(text: str) -> SpecNode:
     text = text.strip()
     if not text:
         raise ModelSpecError("empty model spec")
+    check_bounds(text, "the model spec")  # parsing recurses per nested operator: 5,000 deep is one line
     paren = text.find("(")
     colon = text.find(":")
     if paren > 0 and (colon < 0 or paren < colon) and text.endswith(")"):

@@ -16,14 +16,33 @@ the start of a comment, so ``-J text=60#ok`` used to be stored as ``60``. Here a
 
 Only a whole value is read as a literal: ``[1, 2] x`` or ``'a' b`` are plain strings, never a
 partial parse. Leading and trailing whitespace outside quotes is dropped.
+
+Some values are refused (:class:`OptionValueError`, one line) rather than read: a value longer than
+:data:`MAX_LENGTH` characters or nesting brackets deeper than :data:`MAX_DEPTH` (checked before
+parsing, so a value can neither exhaust the parser's recursion nor fill a run's stored settings), and
+a number that is not finite or does not fit 64 bits (``nan``, ``inf``, ``1e309``,
+``99999999999999999999``): stored settings are JSON, which has neither, and a value silently turned
+into ``inf`` or ``null`` would change what a run measures. To pass such a word as text, quote it
+(``-T label='inf'``).
 """
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
-__all__ = ["parse_value", "split_top"]
+from harness.errors import UserError
+
+__all__ = ["MAX_DEPTH", "MAX_LENGTH", "OptionValueError", "check_bounds", "parse_value", "split_top"]
+
+# Generous for settings (a system prompt, a list of stop strings), far below what exhausts anything;
+# a longer text belongs in a file the task reads.
+MAX_LENGTH = 65_536
+# A setting nests a few levels ([{"k": [1]}]); the parser recurses once per level.
+MAX_DEPTH = 32
+# what JSON columns (orjson) and every engine's integers hold
+_INT_MIN, _INT_MAX = -(2**63), 2**63 - 1
 
 _INT = re.compile(r"[+-]?(?:0|[1-9](?:_?\d)*)")
 _BASED = re.compile(r"[+-]?0(?:[xX][0-9a-fA-F](?:_?[0-9a-fA-F])*|[oO][0-7](?:_?[0-7])*|[bB][01](?:_?[01])*)")
@@ -35,6 +54,13 @@ _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "0": "\0", "\\": "\\", "'": "'", '"
 _CLOSE = {"[": "]", "(": ")", "{": "}"}
 # what ends a bare word inside a container
 _BARE_END = set(",:]})")
+# the words Python's float() reads as non-finite numbers
+_NON_FINITE = re.compile(r"[+-]?(?:nan|inf|infinity)", re.IGNORECASE)
+
+
+class OptionValueError(UserError, ValueError):
+    """A value that is refused rather than read (too long, too deep, a number JSON cannot hold).
+    The message says what is wrong with the value; the caller prefixes the option's name."""
 
 
 class _NoLiteral(Exception):
@@ -45,13 +71,57 @@ def scalar(text: str) -> Any:
     """A bare scalar: bool, None, int, float, or the text itself."""
     if text in _WORDS:
         return _WORDS[text]
-    if _INT.fullmatch(text):
-        return int(text.replace("_", ""))
-    if _BASED.fullmatch(text):
-        return int(text.replace("_", ""), 0)
+    if _INT.fullmatch(text) or _BASED.fullmatch(text):
+        digits = text.replace("_", "")
+        # the length test first: int() of over 4300 decimal digits raises ValueError itself
+        number = int(digits, 0 if _BASED.fullmatch(text) else 10) if len(digits) <= 80 else None
+        if number is None or not _INT_MIN <= number <= _INT_MAX:
+            raise OptionValueError(f"{_short(text)} does not fit a 64-bit integer")
+        return number
     if _FLOAT.fullmatch(text):
-        return float(text.replace("_", ""))
+        value = float(text.replace("_", ""))
+        if not math.isfinite(value):  # 1e309 overflows to inf
+            raise OptionValueError(f"{_short(text)} is not a finite number (it overflows a float)")
+        return value
+    if _NON_FINITE.fullmatch(text):
+        raise OptionValueError(f"{text} is not a finite number; quote it ('{text}') to pass the word as text")
     return text
+
+
+def _short(text: str) -> str:
+    """The value as a message quotes it: a 5,000-digit number is not repeated in full."""
+    return text if len(text) <= 40 else f"{text[:20]}...({len(text)} characters)"
+
+
+def check_bounds(text: str, what: str = "the value") -> None:
+    """Refuse a value longer than :data:`MAX_LENGTH` or nesting brackets deeper than :data:`MAX_DEPTH`
+    (outside quotes, as :func:`split_top` counts them), before anything parses it. ``what`` names
+    the text in the message (model specs are checked the same way)."""
+    if len(text) > MAX_LENGTH:
+        raise OptionValueError(f"{what} is {len(text):,} characters long, at most {MAX_LENGTH:,} are accepted "
+                               "(put long text in a file)")
+    if not any(ch in text for ch in "([{"):
+        return
+    depth = deepest = 0
+    quote, escaped = "", False
+    for ch in text:
+        if quote:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == quote:
+                quote = ""
+        elif ch in ("'", '"'):
+            quote = ch
+        elif ch in "([{":
+            depth += 1
+            if depth > deepest:
+                deepest = depth
+                if deepest > MAX_DEPTH:
+                    raise OptionValueError(f"{what} nests brackets more than {MAX_DEPTH} deep")
+        elif ch in ")]}" and depth:
+            depth -= 1
 
 
 class _Reader:
@@ -143,7 +213,9 @@ def _whole(text: str) -> Any:
 
 
 def parse_value(raw: str) -> Any:
-    """A ``key=value`` option's value, typed (see the module docstring)."""
+    """A ``key=value`` option's value, typed (see the module docstring); :class:`OptionValueError`
+    for a value that is refused."""
+    check_bounds(raw)
     text = raw.strip()
     if not text:
         return ""

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import CursorResult, select, update
+from sqlalchemy import CursorResult, String, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -34,10 +34,23 @@ def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
-def create_token(sessions: sessionmaker[Session], name: str, scope: str = "push") -> str:
+# the column's width, checked here so SQLite (which does not enforce VARCHAR lengths) refuses what
+# PostgreSQL would, with the same message
+NAME_MAX: int = cast(String, ApiTokenRow.__table__.c["name"].type).length or 200
+
+
+def check_name(name: str) -> str:
+    """The name as stored (stripped), or :class:`TokenError`; callers may check before opening anything."""
     name = name.strip()
     if not name:
         raise TokenError("a token needs a non-empty name")
+    if len(name) > NAME_MAX:
+        raise TokenError(f"a token name is at most {NAME_MAX} characters, this one has {len(name):,}")
+    return name
+
+
+def create_token(sessions: sessionmaker[Session], name: str, scope: str = "push") -> str:
+    name = check_name(name)
     if scope not in SCOPES:
         raise TokenError(f"token scope must be one of {', '.join(SCOPES)}, got {scope!r}")
     if name == STATIC_NAME:

@@ -21,7 +21,7 @@ from harness.options import split_top
 @pytest.mark.parametrize("raw, value", [
     ("0.7", 0.7), ("12", 12), ("-3", -3), ("1_000", 1000), ("0x1f", 31), ("1e-3", 0.001), (".5", 0.5),
     ("true", True), ("False", False), ("None", None), ("null", None),
-    ("abc", "abc"), ("none", "none"), ("007", "007"), ("inf", "inf"),
+    ("abc", "abc"), ("none", "none"), ("007", "007"), ("'inf'", "inf"),
     ("60#ok", "60#ok"), ("'60#ok'", "60#ok"), ('"a # b"', "a # b"), ('"007"', "007"), ("'it\\'s'", "it's"),
     ("[1, 2.5, 'a,b']", [1, 2.5, "a,b"]), ("[text,image]", ["text", "image"]), ("(1, 2)", [1, 2]),
     ('{"a": 1, b: [null, true]}', {"a": 1, "b": [None, True]}), ("[[1], {}]", [[1], {}]),

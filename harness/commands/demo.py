@@ -2,12 +2,28 @@
 
 from __future__ import annotations
 
+import difflib
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from harness.cli_support import fail
+from harness.cli_support import check_port, fail
+
+
+def _check_only(only: list[str], size: str) -> None:
+    """Refuse an ``--only`` name the demo's plan does not have (naming the closest), or one with no
+    run at this ``--size``: either would build the folder and database and then run nothing."""
+    from harness.demo import PLAN
+
+    families = sorted({item.family for item in PLAN} | {"arena"})
+    for name in only:
+        if name not in families:
+            close = difflib.get_close_matches(name, families, n=3, cutoff=0.5)
+            hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
+            fail(f"--only {name!r} is not a demo family{hint} (families: {', '.join(families)})")
+        if size == "small" and name != "arena" and all(i.full_only for i in PLAN if i.family == name):
+            fail(f"--only {name!r}: the small demo has no {name} runs (use --size full)")
 
 
 def register(app: typer.Typer) -> None:
@@ -30,6 +46,9 @@ def register(app: typer.Typer) -> None:
 
         if size not in ("full", "small"):
             fail(f"--size must be full or small, not {size!r}")
+        _check_only(only or [], size)  # before the folder or the database exists
+        if not no_serve:
+            check_port(port)
         url = db or f"sqlite:///{(folder / 'demo.db').resolve()}"
         typer.echo(f"building the {size} demo in {url} (fixtures and renders under {folder}/)", err=True)
         try:

@@ -8,15 +8,16 @@ from typing import Annotated
 
 import typer
 
-from harness.cli_support import DbOpt
+from harness.cli_support import DbOpt, check_port
 from harness.cli_support import fail as _fail
 from harness.cli_support import sessions_for as _sessions
 
 
 def _create_token(db: str | None, name: str) -> None:
-    from harness.leaderboard.tokens import TokenError, create_token
+    from harness.leaderboard.tokens import TokenError, check_name, create_token
 
     try:
+        check_name(name)  # before the database is opened: a refused name creates nothing
         token = create_token(_sessions(db), name)
     except TokenError as exc:
         _fail(str(exc))
@@ -44,6 +45,9 @@ def register(app: typer.Typer) -> None:
         workers: Annotated[int, typer.Option(help="uvicorn worker processes")] = 1,
     ) -> None:
         """Serve the web leaderboard (pages, JSON API, authenticated push) on the results database."""
+        check_port(port)
+        if workers < 1:
+            _fail(f"--workers must be at least 1, not {workers}")
         if token_create is not None:
             _create_token(db, token_create)
             return
@@ -54,6 +58,7 @@ def register(app: typer.Typer) -> None:
 
         roots = [str(p) for p in media_root] if media_root else None
         if workers > 1:  # uvicorn needs an import string to fork workers: pass settings by environment
+            _sessions(db)  # a database the workers cannot open is one line here, not a traceback in each
             if db:
                 os.environ["HARNESS_DB_URL"] = db
             if roots:

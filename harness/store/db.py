@@ -4,20 +4,27 @@ SQLite (WAL) at ``./harness.db`` by default; PostgreSQL (or anything SQLAlchemy 
 ``HARNESS_DB_URL`` / ``--db``. A brand-new database is migrated to head automatically (zero set-up);
 an existing one at an older revision is refused with a message to run ``harness db upgrade``, so a
 run never writes into a schema it does not understand.
+
+Every failure to open a database is one :class:`DatabaseError` line that names the database (its
+password masked) and the reason. A new SQLite file is created only in a folder that exists: the
+harness never creates folders for a database, since ``--db sqlite:///reslts/h.db`` is far more often
+a typo than a request, and a mistyped folder would silently scatter runs over several databases.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from sqlalchemy import Engine, create_engine, event, inspect, text
+from sqlalchemy import Engine, create_engine, event, inspect, make_url, text
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError
 from sqlalchemy.exc import DatabaseError as SQLAlchemyDatabaseError
 from sqlalchemy.orm import Session, sessionmaker
 
+from harness.errors import UserError
 from harness.store import jsoncol
 
 # Beside this module in the installed package (the wheel ships the folder), never in a checkout.
@@ -36,8 +43,29 @@ def head_revision() -> str:
     return max(revisions)
 
 
-class DatabaseError(RuntimeError):
+class DatabaseError(UserError, RuntimeError):
     """A one-line, user-facing database problem (bad URL, unreachable, needs migration)."""
+
+
+class _NoStamp(DatabaseError):
+    """Harness tables without an Alembic stamp: possibly a database another process is creating."""
+
+
+def shown_url(url: str) -> str:
+    """The URL as messages show it: its password masked, even when SQLAlchemy cannot parse it."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except (ArgumentError, ValueError):
+        return re.sub(r"(://[^/@:]*:)[^/@]*@", r"\1***@", url)
+
+
+def _one_line(error: object, password: str | None = None) -> str:
+    """A driver's message on one line (libpq adds a hint line: "Is the server running ...?"), with
+    the URL's password removed should the driver quote it."""
+    message = "; ".join(line.strip() for line in str(error).splitlines() if line.strip()) or type(error).__name__
+    if password and len(password) >= 4:  # shorter ones would mangle words; drivers do not echo them anyway
+        message = message.replace(password, "***")
+    return message
 
 
 def default_url() -> str:
@@ -67,25 +95,74 @@ def make_engine(url: str | None = None) -> Engine:
         else:
             engine = create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20, **_JSON_CODECS)
     except (ArgumentError, NoSuchModuleError) as exc:
-        raise DatabaseError(f"bad database URL {url!r}: {exc}") from None
+        # a plain path is the likeliest slip; any URL SQLAlchemy quotes back is shown password-masked
+        plain = "://" not in url and not re.match(r"[A-Za-z][\w+.-]*:", url)
+        why = f"not a URL (a SQLite file is sqlite:///{url})" if plain else _one_line(exc).replace(url, shown_url(url))
+        raise DatabaseError(f"bad database URL {shown_url(url)!r}: {why}") from None
     except ModuleNotFoundError as exc:
         raise DatabaseError(
-            f"database driver {exc.name!r} missing for {url!r} (pip install 'harness[postgres]')"
+            f"database driver {exc.name!r} missing for {shown_url(url)!r} (pip install 'harness[postgres]')"
         ) from None
     return engine
 
 
+def sqlite_file(engine: Engine) -> Path | None:
+    """The file behind a SQLite engine, or None (another engine, an in-memory database)."""
+    if engine.dialect.name != "sqlite":
+        return None
+    db = engine.url.database or ""
+    if engine.url.query.get("uri") in ("true", "1") and db.startswith("file:"):
+        if engine.url.query.get("mode") == "memory":
+            return None
+        db = db[len("file:"):]
+        if db.startswith("//"):  # file://host/path: the host part is empty or localhost
+            db = "/" + db[2:].partition("/")[2]
+    if not db or db == ":memory:":
+        return None
+    return Path(db)
+
+
+def check_sqlite_file(engine: Engine) -> None:
+    """Refuse, in one line, a SQLite file that cannot be opened or created, before SQLite's own
+    "unable to open database file" (which names neither the path nor the reason)."""
+    path = sqlite_file(engine)
+    if path is None:
+        return
+    if path.is_dir():
+        raise DatabaseError(f"cannot open the SQLite database {path}: it is a folder")
+    if path.exists():
+        return  # SQLite's own errors (not a database, malformed, read-only) name the problem
+    if engine.url.query.get("mode") == "ro":
+        raise DatabaseError(f"cannot open the SQLite database {path} read-only: it does not exist")
+    folder = path.absolute().parent
+    if not folder.exists():
+        raise DatabaseError(f"cannot create the SQLite database {path}: folder {folder} does not exist "
+                            "(create it first; the harness does not create folders for a database)")
+    if not folder.is_dir():
+        raise DatabaseError(f"cannot create the SQLite database {path}: {folder} is not a folder")
+    if not os.access(folder, os.W_OK):
+        raise DatabaseError(f"cannot create the SQLite database {path}: folder {folder} is not writable")
+
+
 def current_revision(engine: Engine) -> str | None:
     """The Alembic revision stamped in the database, or None for an empty database."""
+    check_sqlite_file(engine)
+    path = sqlite_file(engine)
+    existed = path is not None and path.exists()
     try:
         with engine.connect() as conn:
             if not inspect(conn).has_table("alembic_version"):
                 if inspect(conn).has_table("runs"):
-                    raise DatabaseError("database has harness tables but no alembic_version stamp")
+                    raise _NoStamp("database has harness tables but no alembic_version stamp")
                 return None
             return conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
     except SQLAlchemyDatabaseError as exc:  # unreachable server, corrupt or truncated file, not a database
-        raise DatabaseError(f"cannot open database {engine.url!r}: {exc.orig}") from None
+        why = _one_line(exc.orig, engine.url.password)
+        if path is not None and not existed and not path.exists():
+            # a writable-looking folder that takes no new files (/proc, a read-only mount)
+            raise DatabaseError(f"cannot create the SQLite database {path}: folder {path.absolute().parent} "
+                                f"does not accept new files ({why})") from None
+        raise DatabaseError(f"cannot open database {engine.url!r}: {why}") from None
 
 
 def alembic_config(engine: Engine):  # type: ignore[no-untyped-def]
@@ -138,13 +215,19 @@ def create_fresh(engine: Engine) -> None:
 def _creation_lock(engine: Engine) -> Iterator[None]:
     """An exclusive file lock beside a SQLite database file (its DDL is not transactional, so two
     creators would interleave); nothing for other engines or in-memory databases."""
-    db = engine.url.database if engine.dialect.name == "sqlite" else None
-    if not db or db == ":memory:":
+    db = sqlite_file(engine)  # the file itself, also behind a file: URI
+    if db is None:
         yield
         return
     import fcntl
 
-    with open(f"{db}.create-lock", "a+") as handle:
+    lock = f"{db}.create-lock"
+    try:
+        handle = open(lock, "a+")  # noqa: SIM115 -- closed by the with below; only the open is guarded
+    except OSError as exc:
+        raise DatabaseError(f"cannot create the lock file {lock} beside the SQLite database: "
+                            f"{exc.strerror or exc}") from None
+    with handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             yield
@@ -157,7 +240,7 @@ def open_db(url: str | None = None, *, auto_create: bool = True) -> sessionmaker
     engine = make_engine(url)
     try:
         rev = current_revision(engine)
-    except DatabaseError:
+    except _NoStamp:
         # "tables but no stamp": another process may be creating this database right now
         if not auto_create:
             raise
