@@ -44,6 +44,8 @@ def check_name(name: str) -> str:
     name = name.strip()
     if not name:
         raise TokenError("a token needs a non-empty name")
+    if any(ord(c) < 32 or ord(c) == 127 for c in name):  # a line break would forge lines in listings and logs
+        raise TokenError("a token name may not contain line breaks or other control characters")
     if len(name) > NAME_MAX:
         raise TokenError(f"a token name is at most {NAME_MAX} characters, this one has {len(name):,}")
     return name

@@ -57,6 +57,7 @@ class BuiltinModel:
 
 KINDS = ("echo", "constant", "number")
 SETTINGS = ("text", "batch_size", "concurrency", "cacheable", "delay")
+MAX_DELAY_S = 3600.0
 
 
 def _validated(settings: dict[str, Any]) -> dict[str, Any]:
@@ -73,10 +74,14 @@ def _validated(settings: dict[str, Any]) -> dict[str, Any]:
             hint = f"; did you mean {close[0]!r}?" if close else f" (known: {', '.join(known)})"
             raise ModelSpecError(f"builtin: unknown setting {key!r}{hint}")
     try:
-        return {"batch_size": int(settings.get("batch_size", 1024)), "concurrency": int(settings.get("concurrency", 1)),
-                "cacheable": bool(settings.get("cacheable", False)), "delay": float(settings.get("delay", 0.0))}
+        values = {"batch_size": int(settings.get("batch_size", 1024)),
+                  "concurrency": int(settings.get("concurrency", 1)),
+                  "cacheable": bool(settings.get("cacheable", False)), "delay": float(settings.get("delay", 0.0))}
     except (TypeError, ValueError) as exc:
         raise ModelSpecError(f"builtin: bad setting value ({exc})") from None
+    if not 0.0 <= values["delay"] <= MAX_DELAY_S:  # NaN fails too; 1e30 s would hang the run
+        raise ModelSpecError(f"builtin: delay must be between 0 and {MAX_DELAY_S:g} seconds, got {values['delay']!r}")
+    return values
 
 
 @model("builtin", description="Instant offline models: builtin:echo, builtin:constant, builtin:number",
@@ -84,7 +89,9 @@ def _validated(settings: dict[str, Any]) -> dict[str, Any]:
 def builtin(path: str | None, **settings: Any) -> BuiltinModel:
     kind = path or "echo"
     if kind not in KINDS:
-        raise ValueError(f"unknown builtin model {kind!r}; choose one of {', '.join(KINDS)}")
+        from harness.modelspec import ModelSpecError
+
+        raise ModelSpecError(f"unknown builtin model {kind!r}; choose one of {', '.join(KINDS)}")
     values = _validated(settings)
     text = str(settings.get("text", ""))
     spec = f"builtin:{kind}" + (f"?text={text}" if text else "")

@@ -247,3 +247,24 @@ def test_a_model_spec_nested_thousands_deep_is_one_line(cwd: Path) -> None:
     spec = "vote(" * 5000 + "builtin:echo" + ")" * 5000
     _refused(_harness(cwd, "eval", "-t", "gsm8k", "-m", spec, "--db", f"sqlite:///{cwd / 'h.db'}"),
              f"the model spec nests brackets more than {MAX_DEPTH} deep")
+
+
+def test_builtin_settings_out_of_range_and_unknown_kinds_are_one_line() -> None:
+    """``-M delay=1e30`` hung the run; an unknown builtin kind was a plain ValueError (a traceback
+    where no command caught it)."""
+    from harness.modelspec import ModelSpecError, build_model
+
+    for settings in ({"delay": 1e30}, {"delay": -1}, {"delay": float("nan")}):
+        with pytest.raises(ModelSpecError, match="delay must be between 0 and 3600 seconds"):
+            build_model("builtin:constant", settings)
+    with pytest.raises(ModelSpecError, match="unknown builtin model 'nope'"):
+        build_model("builtin:nope", {})
+
+
+def test_token_names_with_line_breaks_are_refused() -> None:
+    from harness.leaderboard.tokens import TokenError, check_name
+
+    for name in ("ops\nadmin  ok", "a\rb", "tab\there", "bell\x07"):
+        with pytest.raises(TokenError, match="control characters"):
+            check_name(name)
+    assert check_name("  ci bot  ") == "ci bot"
