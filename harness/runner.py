@@ -18,13 +18,12 @@ from concurrent.futures import Future
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 import harness
-from harness.aggregate import aggregate
 from harness.client import ModelClient
 from harness.errors import UserError
+from harness.finalize import finalize_run
 from harness.gcpause import lighter_gc, short_switch_interval
 from harness.model import FitModel, Model
 from harness.modelspec import alias_settings, build_model
@@ -42,7 +41,7 @@ from harness.run_config import (
 )
 from harness.store import leases, ops
 from harness.store.db import open_db
-from harness.store.schema import RunRow, utcnow
+from harness.store.schema import OPERATOR, RunRow, utcnow
 from harness.task import SampleRecord, ScoreContext, Task
 from harness.types import Metric, Output, Request, Sample, Score, Usage, stable_hash
 from harness.writer import TICK_SECONDS, SampleWriter, StoreWriteError
@@ -186,7 +185,9 @@ class Runner:
             if len(spec) > MAX_SPEC:
                 raise RunConfigError(f"{what} spec {spec[:40]!r}... is longer than {MAX_SPEC} characters")
         with self.sessions.begin() as s:
-            run = ops.find_run(s, name)
+            # only the operator's own run of this name: a pushed run (another owner's namespace) may
+            # share name and config hash, and is never joined, resumed or counted as done here
+            run = ops.operator_run(s, name)
             if run is not None:
                 if run.config_hash != config_hash:
                     raise RunConfigError(
@@ -210,7 +211,7 @@ class Runner:
             full_config = {**identity, **{k: v for k, v in asdict(self.cfg).items() if k != "db_url"},
                            "invocations": [self._invocation(n_planned)]}
             run = RunRow(
-                name=name, task_id=task_row.id, model_id=model_row.id, judge_spec=judge_spec,
+                name=name, owner=OPERATOR, task_id=task_row.id, model_id=model_row.id, judge_spec=judge_spec,
                 config=full_config, config_hash=config_hash, harness_version=harness.__version__,
                 git_revision=git_revision(), status="running", n_samples=n_planned, started_at=utcnow(),
             )
@@ -502,20 +503,15 @@ class Runner:
         self.final_status = "running"
         return []
 
-    def finalize(self, run_id: int, status: str) -> list[Metric]:
-        with self.sessions.begin() as s:
-            # one finaliser at a time per run (two processes on one run both finalise): the row lock
-            # serialises their delete-and-insert of the metric rows (SQLite serialises writers anyway)
-            s.execute(select(RunRow.id).where(RunRow.id == run_id).with_for_update())
-            leases.release(s, run_id, self.owner)
-            records = ops.load_records(s, run_id, self._prefetched())
-            if status == "finished" and records and all(r.error is not None for r in records):
-                status = "failed"  # nothing was measured: every stored sample is an error
-            metrics = aggregate(self.task, records, seed=self.cfg.seed)
-            ops.replace_metrics(s, run_id, metrics)
-            ops.refresh_run_counts(s, run_id)
-            ops.finish_run(s, run_id, status)
-        self.final_status = status
+    def finalize(self, run_id: int, status: str, claim: Callable[[Session], bool] | None = None) -> list[Metric]:
+        """Metrics, counts and final status in one transaction (:mod:`harness.finalize`): a finaliser
+        killed halfway leaves the run unfinished for the next one. ``claim``: finalise only if it
+        holds under the run's lock (a sweep's last unit); else nothing is written and [] returned."""
+        done = finalize_run(self.sessions, self.task, run_id, status, seed=self.cfg.seed, owner=self.owner,
+                            prefetched=self._prefetched(), claim=claim)
+        if done is None:
+            return []
+        self.final_status, metrics = done
         return metrics
 
     def _read_records(self, run_id: int) -> dict[int, SampleRecord]:

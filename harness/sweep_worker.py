@@ -8,7 +8,9 @@ backend: ``concurrency > 1``) opens more unit slots in the same event loop, up t
 The worker never holds a transaction across a model call: leasing, heartbeats and completion are
 short transactions of their own (:mod:`harness.store.units`), and the runner commits samples in
 groups as usual. When a worker completes the last unit of a run, it finalises the run (metrics from
-the stored rows); an ``UPDATE ... WHERE status = 'running'`` makes exactly one worker do that.
+the stored rows): claim and finalisation are one transaction (:mod:`harness.finalize`), so exactly one
+worker does it, and a worker killed meanwhile leaves the run unfinished; every worker that finds no
+unit left finalises such runs (that is how a rerun sweep finishes what a killed finaliser left).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import asyncio
 import contextlib
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,7 +30,7 @@ from harness.errors import UserError
 from harness.model import close_model
 from harness.store import units
 from harness.store.leases import new_owner
-from harness.store.schema import RunRow
+from harness.store.schema import OPERATOR, RunRow
 from harness.store.schema_sweeps import SweepRow
 from harness.sweep_matrix import RunEntry
 from harness.task import Task
@@ -141,6 +144,9 @@ class SweepWorker:
             async with asyncio.TaskGroup() as group:
                 self._group = group
                 self._spawn()
+            # no unit left to claim: runs a dead worker left unfinalised are finished here (a rerun
+            # sweep, or this worker restarted by Ray after being killed while finalising)
+            await asyncio.to_thread(self.finalize_leftovers)
         finally:
             beat.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -219,18 +225,41 @@ class SweepWorker:
         self._sized.add(i)
 
     def _finalize_if_complete(self, entry: RunEntry, run_id: int, runner: Any) -> None:
-        with self.sessions.begin() as s:
-            if not units.run_complete(s, self.sweep_id, entry.run_name):
-                return
-            # the claim: of the workers that see the run complete, one moves it out of "running"
-            won = s.execute(update(RunRow).where(RunRow.id == run_id, RunRow.status == "running")
-                            .values(status="finalizing"))
-            if getattr(won, "rowcount", 0) != 1:
-                return
-        runner.finalize(run_id, "finished")
+        # the claim ("every unit of the run is done", the run still unfinished) is decided under the
+        # run's lock in the finalising transaction itself: of the workers that see the run complete,
+        # one finalises it, and a worker killed while finalising leaves it unfinished for the next
         with self.sessions() as s:
-            if s.scalar(select(RunRow.status).where(RunRow.id == run_id)) == "finalizing":  # pragma: no cover
-                raise AssertionError("finalize left the run in 'finalizing'")
+            if not units.run_complete(s, self.sweep_id, entry.run_name):
+                return  # the common case, read without taking the run's lock
+        runner.finalize(run_id, "finished", claim=self._complete(entry))
+
+    def _complete(self, entry: RunEntry) -> Callable[[Session], bool]:
+        return lambda s: units.run_complete(s, self.sweep_id, entry.run_name)
+
+    def finalize_leftovers(self) -> int:
+        """Finalise this sweep's runs whose every unit is done but which are still unfinished (the
+        worker that completed the last unit died while finalising, or before it began); how many it
+        finalised. The claim is the same as above, so a live finaliser is never doubled."""
+        from harness.finalize import UNFINISHED, finalize_run
+
+        finalised = 0
+        for i, entry in enumerate(self.runs):
+            if self.entries is not None and i not in self.entries:
+                continue
+            with self.sessions() as s:
+                run = s.execute(select(RunRow.id, RunRow.status).where(
+                    RunRow.name == entry.run_name, RunRow.owner == OPERATOR)).first()
+                if run is None or run.status not in UNFINISHED or not units.run_complete(s, self.sweep_id,
+                                                                                         entry.run_name):
+                    continue
+            try:
+                done = finalize_run(self.sessions, self._task(i), run.id, "finished", seed=entry.seed,
+                                    owner=self.owner, claim=self._complete(entry))
+            except Exception as exc:  # e.g. SQLite still locked by a live finaliser: that one finishes it
+                self.report.errors.append(f"finalising run {entry.run_name!r}: {_one_line(exc)}")
+                continue
+            finalised += done is not None
+        return finalised
 
 
 def work(db_url: str, sweep_id: int, **kwargs: Any) -> dict[str, Any]:

@@ -2,12 +2,17 @@
 
 A push is a series of POSTs to ``/api/runs``, each carrying the task, model, run and metric rows
 plus a chunk of sample rows and/or judgement rows. Every POST is an upsert keyed on natural keys:
-task (name, version, content hash), model (spec), run (name, must have the same config hash),
-samples (run, sample id, epoch: ON CONFLICT DO NOTHING), judgements (run, sample id, epoch, judge
-spec, prompt hash, raw reply), metrics (replaced). Pushing the same run twice changes nothing.
+task (name, version, content hash), model (spec), run (name, must have the same config hash, task
+and model), samples (run, sample id, epoch: ON CONFLICT DO NOTHING), judgements (run, sample id,
+epoch, judge spec, prompt hash, raw reply), metrics (replaced). Pushing the same run twice changes nothing.
 
-Trust: the token that created a run owns it (``run_owners``); another token pushing into it is
-refused with 403 unless it is an admin token. Pushed metrics are not taken on trust: each is
+Trust: whatever a push token creates belongs to it (the ``owner`` column of its run, task and model
+rows: :mod:`harness.store.schema`), in a namespace of its own. Its task declaration, its model's
+display name and its run never become the operator's: the operator's ``harness eval`` only joins
+the operator's runs, the operator's task and model rows are never touched by a push, and the arena
+serves no push token's outputs. Admin tokens act as the operator (their rows are the operator's).
+The token that created a run owns it; another token pushing into it (or into a run of the
+operator's) is refused with 403 unless it is an admin token. Pushed metrics are not taken on trust: each is
 recomputed from the stored sample rows (``verify.py``) and stored with the server's value, n and
 CI, or refused (not stored, never ranked; listed in ``metrics_refused``). Numbers are bounded
 (32-bit counts, finite floats) so nothing a client sends can overflow a column.
@@ -24,8 +29,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from harness.store import ops
-from harness.store.schema import JudgementRow, RunRow, SampleResultRow, utcnow
-from harness.store.schema_leaderboard import RunOwnerRow
+from harness.store.schema import OPERATOR, JudgementRow, ModelRow, RunRow, SampleResultRow, TaskRow, utcnow
 from harness.types import Metric
 
 from .tokens import Identity
@@ -164,18 +168,37 @@ def _judgement_key(sample_id: str, epoch: int, judge_spec: str, prompt_hash: str
     return sample_id, epoch, judge_spec, prompt_hash, hashlib.sha256(raw.encode()).hexdigest()
 
 
-def _claim(s: Session, run: RunRow, created: bool, who: Identity) -> None:
-    owner = s.get(RunOwnerRow, run.id)
-    if created:
-        s.add(RunOwnerRow(run_id=run.id, token_name=who.name))
-        s.flush()
-        return
+def owner_of(who: Identity) -> str:
+    """The namespace a writer's new rows go to: an admin writes as the operator, a push token as itself."""
+    return OPERATOR if who.admin else who.name
+
+
+def _target(s: Session, name: str, who: Identity) -> RunRow | None:
+    """The existing run this push writes into, None for a new one; PushForbidden for someone else's.
+
+    A push token writes only into its own run of that name; a name another token (or the operator)
+    already uses is refused, so pushed names stay unique among pushers. An admin writes into the
+    operator's run of that name, else into the pushed one (admins may write into any run)."""
+    runs = s.scalars(select(RunRow).where(RunRow.name == name).order_by(RunRow.id)).all()
+    mine = [r for r in runs if r.owner == owner_of(who)]
+    if mine:
+        return mine[0]
+    if not runs:
+        return None
     if who.admin:
-        return
-    if owner is None or owner.token_name != who.name:
-        holder = "another token" if owner is not None else "no token (it was not pushed)"
-        raise PushForbidden(f"run {run.name!r} belongs to {holder}; only its owner or an admin token may push "
-                            "into it (push under another name)")
+        return runs[0]
+    holder = "the operator (a local or admin run)" if runs[0].owner == OPERATOR else "another token"
+    raise PushForbidden(f"run {name!r} belongs to {holder}; only its owner or an admin token may push "
+                        "into it (push under another name)")
+
+
+def _same_identity(s: Session, run: RunRow, push: PushIn) -> bool:
+    """The pushed run is the stored one: same config hash, task (name, version, content hash), model spec."""
+    task, model = s.get(TaskRow, run.task_id), s.get(ModelRow, run.model_id)
+    t = push.task
+    return (run.config_hash == push.run.config_hash and task is not None and model is not None
+            and (task.name, task.version, task.content_hash) == (t.name, t.version, t.content_hash)
+            and model.spec == push.model.spec)
 
 
 def ingest(s: Session, push: PushIn, who: Identity | None = None) -> PushResult:
@@ -183,24 +206,29 @@ def ingest(s: Session, push: PushIn, who: Identity | None = None) -> PushResult:
     who = who or Identity("static", True)
     if push.format != FORMAT:
         raise ValueError(f"push format {push.format} is not supported (this server speaks {FORMAT})")
-    task = ops.get_or_create_task(s, **push.task.model_dump())
-    model = ops.get_or_create_model(s, push.model.spec, **push.model.model_dump(exclude={"spec"}))
     r = push.run
-    run = s.scalar(select(RunRow).where(RunRow.name == r.name))
+    run = _target(s, r.name, who)
     created = run is None
     if run is None:
-        run = RunRow(name=r.name, task_id=task.id, model_id=model.id, judge_spec=r.judge_spec, config=r.config,
-                     config_hash=r.config_hash, harness_version=r.harness_version, git_revision=r.git_revision,
-                     status=r.status, n_samples=r.n_samples, created_at=r.created_at or utcnow(),
-                     started_at=r.started_at, finished_at=r.finished_at)
+        # new rows in the writer's own namespace: a push token's task declaration and model display
+        # name are its own and never reach the operator's rows (nor another token's)
+        owner = owner_of(who)
+        task = ops.get_or_create_task(s, owner=owner, **push.task.model_dump())
+        model = ops.get_or_create_model(s, push.model.spec, owner=owner, **push.model.model_dump(exclude={"spec"}))
+        run = RunRow(name=r.name, owner=owner, task_id=task.id, model_id=model.id, judge_spec=r.judge_spec,
+                     config=r.config, config_hash=r.config_hash, harness_version=r.harness_version,
+                     git_revision=r.git_revision, status=r.status, n_samples=r.n_samples,
+                     created_at=r.created_at or utcnow(), started_at=r.started_at, finished_at=r.finished_at)
         s.add(run)
         s.flush()
-        _claim(s, run, True, who)
     else:
-        _claim(s, run, False, who)
-        if run.config_hash != r.config_hash or run.task_id != task.id or run.model_id != model.id:
+        if not _same_identity(s, run, push):
             raise PushConflict(f"run {r.name!r} exists on this server with a different configuration, task or "
                                "model; push it under another name")
+        stored = s.get(TaskRow, run.task_id)
+        if stored is not None and stored.owner == owner_of(who) and push.task.metrics and not stored.metrics:
+            # the writer's own row, stored before tasks declared metrics, learns them (as in ops.get_or_create_task)
+            stored.metrics = {k: v.model_dump() for k, v in push.task.metrics.items()}
         run.status, run.n_samples = r.status, max(run.n_samples, r.n_samples)
         run.finished_at = r.finished_at or run.finished_at
         run.judge_spec = r.judge_spec

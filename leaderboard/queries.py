@@ -15,7 +15,7 @@ from sqlalchemy import and_, func, select
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
-from harness.store.schema import JudgementRow, MetricRow, ModelRow, RunRow, SampleResultRow, TaskRow
+from harness.store.schema import OPERATOR, JudgementRow, MetricRow, ModelRow, RunRow, SampleResultRow, TaskRow
 from harness.types import Direction, MetricInfo
 
 from .names import model_labels
@@ -52,6 +52,7 @@ class RunInfo:
     n: int = 0
     cost_per_sample: float | None = None
     task_metrics: dict[str, Any] = field(default_factory=dict)  # the task row's declarations
+    task_owner: str = OPERATOR  # whose declaration that is (harness.store.schema: the operator or a push token)
 
     @property
     def info(self) -> MetricInfo | None:
@@ -80,7 +81,7 @@ def run_infos(s: Session, *, task: str | None = None, model_id: int | None = Non
         select(RunRow.id, RunRow.name, RunRow.status, RunRow.n_done, RunRow.n_samples, RunRow.n_errors,
                RunRow.total_cost, RunRow.finished_at,
                TaskRow.id, TaskRow.name, TaskRow.version, TaskRow.content_hash, TaskRow.family, TaskRow.modalities,
-               TaskRow.primary_metric, TaskRow.metrics,
+               TaskRow.primary_metric, TaskRow.metrics, TaskRow.owner,
                ModelRow.id, ModelRow.display_name, ModelRow.spec, ModelRow.backend, ModelRow.info,
                head.c.value, head.c.ci_low, head.c.ci_high, head.c.n, cps.c.value)
         .join(TaskRow, RunRow.task_id == TaskRow.id)
@@ -100,15 +101,59 @@ def run_infos(s: Session, *, task: str | None = None, model_id: int | None = Non
     labels = model_labels(s)
     for row in s.execute(q):
         (rid, rname, status, n_done, n_samples, n_err, cost, fin, tid, tname, tver, thash, fam, mods, pm, tmetrics,
-         mid, mdisp, mspec, backend, minfo, val, lo, hi, n, cps_val) = row
+         towner, mid, mdisp, mspec, backend, minfo, val, lo, hi, n, cps_val) = row
         per = _finite(cps_val)
         if per is None and n_done:
             per = (cost or 0.0) / n_done
         out.append(RunInfo(rid, rname, status, n_done, n_samples, n_err, cost or 0.0, fin, tid, tname, tver,
                            thash, fam, list(mods or []), pm, mid, labels.get(mid) or mdisp or mspec, mspec, backend,
                            dict(minfo or {}), _finite(val), _finite(lo), _finite(hi), n or 0, per,
-                           dict(tmetrics or {})))
+                           dict(tmetrics or {}), towner))
     return out
+
+
+def _newest_declarations(newest: list[RunInfo]) -> tuple[str, dict[str, Any]]:
+    metric = newest[0].primary_metric
+    # the newest task row that declares anything: an older row may predate declarations
+    return metric, next((r.task_metrics for r in newest if r.primary_metric == metric and r.task_metrics), {})
+
+
+def declarations(runs: list[RunInfo]) -> tuple[str, dict[str, Any]]:
+    """The headline metric and the metric declarations that rank runs of one task name (a column,
+    a task page). The operator's newest runs decide whenever there are any: a push token's
+    declaration never ranks the operator's runs. Without them, the push tokens' own choices decide
+    if they all agree; if they disagree nothing is declared (no token's declaration ranks another's runs)."""
+    newest = sorted(runs, key=lambda r: -r.run_id)
+    by_owner: dict[str, list[RunInfo]] = {}
+    for r in newest:
+        by_owner.setdefault(r.task_owner, []).append(r)
+    if OPERATOR in by_owner:
+        return _newest_declarations(by_owner[OPERATOR])
+    heads = [_newest_declarations(rs) for rs in by_owner.values()]
+    return heads[0] if all(h == heads[0] for h in heads) else (newest[0].primary_metric, {})
+
+
+def headline(runs: list[RunInfo]) -> tuple[str, MetricInfo | None]:
+    """(headline metric, its declaration) by :func:`declarations`."""
+    metric, declared = declarations(runs)
+    return metric, metric_info(declared, metric)
+
+
+def align(s: Session, runs: list[RunInfo], metric: str) -> None:
+    """Make ``metric`` the headline of the pushed runs in ``runs`` (a column, a task page): a push
+    token's run whose task row names another primary metric shows and ranks by its value of
+    ``metric`` instead (or none), never by a metric of its own choosing beside the others. The
+    operator's runs keep their own task row's headline (an older task version may name another)."""
+    other = [r for r in runs if r.task_owner != OPERATOR and r.primary_metric != metric]
+    if not other:
+        return
+    rows = {m.run_id: m for m in s.scalars(select(MetricRow).where(
+        MetricRow.run_id.in_([r.run_id for r in other]), MetricRow.name == metric, MetricRow.breakdown_key == ""))}
+    for r in other:
+        m = rows.get(r.run_id)
+        r.primary_metric = metric
+        r.value, r.ci_low, r.ci_high = (_finite(m.value), _finite(m.ci_low), _finite(m.ci_high)) if m else (None,) * 3
+        r.n = m.n if m else 0
 
 
 def best_runs(runs: list[RunInfo]) -> dict[tuple[int, str], RunInfo]:
@@ -173,11 +218,15 @@ def overview_data(s: Session) -> OverviewData:
     chosen = best_runs(run_infos(s))
     tasks: dict[str, TaskColumn] = {}
     lines: dict[int, ModelLine] = {}
-    # newest run first: a column shows the headline metric and declaration of its task's newest run
+    by_task: dict[str, list[RunInfo]] = {}
+    for (_, tname), r in chosen.items():
+        by_task.setdefault(tname, []).append(r)
+    # newest run first: a column shows the family of its task's newest run, and the headline metric
+    # and declaration :func:`headline` picks (the operator's, never a push token's over it)
     for (mid, tname), r in sorted(chosen.items(), key=lambda kv: -kv[1].run_id):
-        col = tasks.setdefault(tname, TaskColumn(tname, r.family, r.modalities, r.primary_metric, r.info))
-        if col.info is None and r.primary_metric == col.metric:
-            col.info = r.info
+        if tname not in tasks:
+            tasks[tname] = TaskColumn(tname, r.family, r.modalities, *headline(by_task[tname]))
+            align(s, by_task[tname], tasks[tname].metric)
         line = lines.get(mid)
         if line is None:
             line = lines[mid] = ModelLine(mid, r.model, r.model_spec, r.backend, model_size(r.model_info))

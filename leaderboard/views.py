@@ -17,7 +17,7 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session, sessionmaker
 
-from harness.store.schema import ModelRow, RunRow, SampleResultRow, TaskRow
+from harness.store.schema import OPERATOR, ModelRow, RunRow, SampleResultRow, TaskRow
 
 from . import charts, queries
 from .badges import Badges
@@ -181,12 +181,15 @@ def task_view(sessions: sessionmaker[Session], name: str) -> View:
         runs = queries.run_infos(s, task=name)
         if not runs:
             raise NotFound(f"no runs of task {name!r}")
+        # the operator's declarations when there are any, never a push token's over them; every run
+        # shown and ranked by that one headline metric
+        metric, declared = queries.declarations(runs)
+        queries.align(s, runs, metric)
         chosen = {r.run_id for r in queries.best_runs(runs).values()}
         metrics = queries.metrics_of(s, sorted(chosen))
-        desc_row = s.scalar(select(TaskRow.description).where(TaskRow.name == name).order_by(TaskRow.id.desc()))
-    metric = runs[-1].primary_metric
-    # the declarations of the newest task row that has any (an older row may predate them)
-    declared = next((r.task_metrics for r in reversed(runs) if r.task_metrics), {})
+        # the operator's description of the task before any push token's
+        desc_row = s.scalar(select(TaskRow.description).where(TaskRow.name == name)
+                            .order_by(TaskRow.owner != OPERATOR, TaskRow.id.desc()).limit(1))
     info = metric_info(declared, metric)
     direction = direction_of(info)
     best = sorted((r for r in runs if r.run_id in chosen), key=lambda r: r.value or 0.0,
@@ -463,8 +466,10 @@ def compare_view(sessions: sessionmaker[Session], a: int | None, b: int | None, 
         raise NotFound(f"no run with id {a if a not in by_id else b}")
     ra, rb = by_id[a], by_id[b]
     ctx.update(ra=ra, rb=rb)
-    # which sign of b - a is an improvement: the declared direction (of a's task), else none is coloured
-    ctx["better"] = lambda name: direction_of(metric_info(ra.task_metrics or rb.task_metrics, name))
+    # which sign of b - a is an improvement: the declared direction (the operator's declaration over a
+    # push token's, queries.declarations), else none is coloured
+    declared = queries.declarations([ra, rb])[1]
+    ctx["better"] = lambda name: direction_of(metric_info(declared, name))
     try:
         results = compare_runs(sessions, a, b)
     except ValueError as exc:
@@ -482,7 +487,7 @@ def compare_view(sessions: sessionmaker[Session], a: int | None, b: int | None, 
             SampleResultRow.run_id == a, SampleResultRow.epoch == 0,
             SampleResultRow.sample_id.in_(select(SampleResultRow.sample_id).where(
                 SampleResultRow.run_id == b, SampleResultRow.epoch == 0)))) or 0
-    info = metric_info(ra.task_metrics or rb.task_metrics, ra.primary_metric)
+    info = metric_info(declared, ra.primary_metric)
     values = [float(v) for d in ctx["diffs"] for v in (d["score_a"], d["score_b"])
               if isinstance(v, int | float) and not isinstance(v, bool)]
     ctx["badges"] = Badges({ra.primary_metric: info},

@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session
 
 from harness.store import bulk
 from harness.store.schema import (
+    OPERATOR,
     CacheRow,
     JudgementRow,
     MetricRow,
@@ -51,16 +52,20 @@ def insert_statement(entity: Any) -> Any:
     return insert(entity)
 
 
-def get_or_create_task(session: Session, **fields: Any) -> TaskRow:
+def get_or_create_task(session: Session, owner: str = OPERATOR, **fields: Any) -> TaskRow:
+    """The ``owner``'s row of this task (name, version, content hash), created on first use. Every
+    owner has its own row: a pushed declaration (primary metric, directions) never becomes the
+    operator's, and the operator's never changes under a push."""
     row = session.scalar(
         select(TaskRow).where(
             TaskRow.name == fields["name"],
             TaskRow.version == fields["version"],
             TaskRow.content_hash == fields["content_hash"],
+            TaskRow.owner == owner,
         )
     )
     if row is None:
-        row = TaskRow(**fields)
+        row = TaskRow(owner=owner, **fields)
         session.add(row)
         session.flush()
     elif fields.get("metrics") and not row.metrics:
@@ -71,17 +76,25 @@ def get_or_create_task(session: Session, **fields: Any) -> TaskRow:
     return row
 
 
-def get_or_create_model(session: Session, spec: str, **fields: Any) -> ModelRow:
-    row = session.scalar(select(ModelRow).where(ModelRow.spec == spec))
+def get_or_create_model(session: Session, spec: str, owner: str = OPERATOR, **fields: Any) -> ModelRow:
+    """The ``owner``'s row of this model spec (its display name is that owner's), created on first use."""
+    row = session.scalar(select(ModelRow).where(ModelRow.spec == spec, ModelRow.owner == owner))
     if row is None:
-        row = ModelRow(spec=spec, **fields)
+        row = ModelRow(spec=spec, owner=owner, **fields)
         session.add(row)
         session.flush()
     return row
 
 
+def operator_run(session: Session, name: str) -> RunRow | None:
+    """The operator's run of this name: the only run ``harness eval`` ever joins or resumes."""
+    return session.scalar(select(RunRow).where(RunRow.name == name, RunRow.owner == OPERATOR))
+
+
 def find_run(session: Session, name_or_id: str) -> RunRow | None:
-    row = session.scalar(select(RunRow).where(RunRow.name == name_or_id))
+    """A run by name (the operator's when a pushed run shares the name) or, failing that, by id."""
+    row = session.scalars(select(RunRow).where(RunRow.name == name_or_id)
+                          .order_by(RunRow.owner != OPERATOR, RunRow.id).limit(1)).first()
     if row is None and name_or_id.isdigit():
         row = session.get(RunRow, int(name_or_id))
     return row

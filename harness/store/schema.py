@@ -33,10 +33,23 @@ class Base(DeclarativeBase):
     type_annotation_map = {dict[str, Any]: JSON, list[Any]: JSON}
 
 
+# Who a row belongs to. OPERATOR is the database's operator: what its own harness (eval, sweep, demo) and
+# admin-token pushes write. A push token's rows carry the token's name instead, so a pushed model, task
+# declaration or run lives in its pusher's namespace and can never become (or steer) the operator's.
+OPERATOR = ""
+OWNER_LEN = 200  # a token's name (api_tokens.name)
+
+
+def _owner() -> Mapped[str]:
+    return mapped_column(String(OWNER_LEN), default=OPERATOR, server_default=OPERATOR)
+
+
 class ModelRow(Base):
     __tablename__ = "models"
+    __table_args__ = (UniqueConstraint("spec", "owner", name="uq_models_spec_owner"),)
     id: Mapped[int] = mapped_column(primary_key=True)
-    spec: Mapped[str] = mapped_column(String(500), unique=True)
+    spec: Mapped[str] = mapped_column(String(500))
+    owner: Mapped[str] = _owner()  # the display name below is the owner's own name for the spec
     backend: Mapped[str] = mapped_column(String(100), default="")
     display_name: Mapped[str] = mapped_column(String(300), default="")
     info: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)  # size, modalities, licence
@@ -45,11 +58,12 @@ class ModelRow(Base):
 
 class TaskRow(Base):
     __tablename__ = "tasks"
-    __table_args__ = (UniqueConstraint("name", "version", "content_hash"),)
+    __table_args__ = (UniqueConstraint("name", "version", "content_hash", "owner", name="uq_tasks_identity_owner"),)
     id: Mapped[int] = mapped_column(primary_key=True)
     name: Mapped[str] = mapped_column(String(200))
     version: Mapped[str] = mapped_column(String(50))
     content_hash: Mapped[str] = mapped_column(String(64))
+    owner: Mapped[str] = _owner()  # whose declaration (primary metric, directions) this row holds
     family: Mapped[str] = mapped_column(String(100), default="")
     description: Mapped[str] = mapped_column(Text, default="")
     modalities: Mapped[list[Any]] = mapped_column(JSON, default=list)
@@ -62,8 +76,12 @@ class TaskRow(Base):
 
 class RunRow(Base):
     __tablename__ = "runs"
+    # a name is unique within its owner's namespace: a pushed run never takes the name of (or is
+    # joined by) the operator's own run of the same name
+    __table_args__ = (UniqueConstraint("name", "owner", name="uq_runs_name_owner"),)
     id: Mapped[int] = mapped_column(primary_key=True)
-    name: Mapped[str] = mapped_column(String(300), unique=True)
+    name: Mapped[str] = mapped_column(String(300))
+    owner: Mapped[str] = _owner()
     task_id: Mapped[int] = mapped_column(ForeignKey("tasks.id"), index=True)
     model_id: Mapped[int] = mapped_column(ForeignKey("models.id"), index=True)
     judge_spec: Mapped[str | None] = mapped_column(String(500), nullable=True)

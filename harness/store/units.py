@@ -16,7 +16,7 @@ from sqlalchemy import delete, func, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from harness.store.leases import _owner_is_dead
-from harness.store.schema import RunRow, utcnow
+from harness.store.schema import OPERATOR, RunRow, utcnow
 from harness.store.schema_leases import SampleLeaseRow
 from harness.store.schema_sweeps import SweepRow, WorkUnitRow
 
@@ -148,7 +148,9 @@ def cancel(sessions: sessionmaker[Session], sweep_id: int) -> int:
         names = s.scalars(select(WorkUnitRow.run_name).where(WorkUnitRow.sweep_id == sweep_id).distinct()).all()
         res = s.execute(update(WorkUnitRow).where(WorkUnitRow.sweep_id == sweep_id, WorkUnitRow.status == "leased")
                         .values(status="pending", owner=None, expires_at=None))
-        run_ids = s.scalars(select(RunRow.id).where(RunRow.name.in_(names))).all() if names else []
+        # the sweep's runs are the operator's: a pushed run of the same name is another owner's
+        run_ids = s.scalars(select(RunRow.id).where(RunRow.name.in_(names), RunRow.owner == OPERATOR)).all() \
+            if names else []
         if run_ids:
             s.execute(delete(SampleLeaseRow).where(SampleLeaseRow.run_id.in_(run_ids)))
             s.execute(update(RunRow).where(RunRow.id.in_(run_ids), RunRow.status == "running")

@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from harness.ratings_style import style_features
 from harness.store.ops import get_or_create_model, get_or_create_task
-from harness.store.schema import RunRow, SampleResultRow, TaskRow
+from harness.store.schema import OPERATOR, RunRow, SampleResultRow, TaskRow
 from harness.store.schema_arena import ArenaBattleRow, ArenaVoteRow
 
 DEMO_MODELS = ("demo-alpha", "demo-bravo", "demo-charlie", "demo-delta")
@@ -99,7 +99,8 @@ def box(size: float) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _exists(session: Session, name: str) -> bool:
-    return session.scalar(select(RunRow.id).where(RunRow.name == name)) is not None
+    # the operator's demo run: a pushed run of that name is another namespace's
+    return session.scalar(select(RunRow.id).where(RunRow.name == name, RunRow.owner == OPERATOR)) is not None
 
 
 def _run(session: Session, task_id: int, model: str, name: str) -> int:
