@@ -13,7 +13,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from harness.store.progress import run_counts
-from harness.store.schema import RunRow
+from harness.store.schema import OPERATOR, RunRow
 from harness.store.schema_sweeps import SweepRow, WorkUnitRow
 
 
@@ -50,7 +50,8 @@ def sweep_progress(sessions: sessionmaker[Session], sweep_id: int) -> list[RunPr
         for entry in sweep.config.get("runs", []):
             name = entry["run_name"]
             planned = len(entry.get("sample_ids", [])) * int(entry.get("epochs", 1))
-            run = s.scalar(select(RunRow).where(RunRow.name == name))
+            # a sweep's runs are the operator's: a pushed run of the same name is someone else's
+            run = s.scalar(select(RunRow).where(RunRow.name == name, RunRow.owner == OPERATOR))
             ud, ut = unit_counts.get(name, (0, 0))
             if run is None:
                 rows.append(RunProgressRow(name, "queued", planned, 0, 0, 0, planned, ud, ut, 0.0, None))
