@@ -317,8 +317,9 @@ def runs_cmd(db: DbOpt = None, task: Annotated[str | None, typer.Option(help="On
                 "n_done": run.n_done, "n_samples": run.n_samples, "n_errors": run.n_errors,
                 "metric": t.primary_metric, "value": head.value if head else None,
                 "ci_low": head.ci_low if head else None, "ci_high": head.ci_high if head else None,
-                "cost": run.total_cost,
+                "cost": run.total_cost, "owner": run.owner or "operator",
             })
+    pushed = any(r["owner"] != "operator" for r in records)
     cols = [Column("id", "id", ident=True, right=True), Column("name", "name", ident=True),
             Column("task", "task", drop=3), Column("model", "model", drop=2), Column("status", "status", drop=4),
             Column("done", "n_done", show=lambda r: f"{r['n_done']}/{r['n_samples']}", right=True),
@@ -326,6 +327,8 @@ def runs_cmd(db: DbOpt = None, task: Annotated[str | None, typer.Option(help="On
             Column("headline", "value", show=lambda r: f"{r['metric']} {_fmt(r['value'])}" if r["value"] is not None
                    else ""),
             Column("95% CI", "ci_low", show=lambda r: _ci(r["ci_low"], r["ci_high"]), drop=6)]
+    if pushed:  # runs pushed by token holders share names with the operator's: say whose each one is
+        cols.insert(2, Column("owner", "owner", drop=1))
     emit(records, cols, title="runs", as_json=as_json, as_csv=as_csv)
 
 
