@@ -424,6 +424,12 @@ def export_cmd(run: str, format: Annotated[str, typer.Option("--format", "-f")] 
     sessions = _sessions(db)
     row = _get_run(sessions, run)
     path = output or Path(f"{row.name.replace('/', '_')}.{format}")
+    if str(path) == "-":  # standard output, as Unix tools read it; the count goes to stderr
+        if format == "parquet" and sys.stdout.isatty():
+            fail("parquet is binary: redirect standard output to a file (or give -o FILE)")
+        n = export_run(sessions, row.id, Path("-"), format)
+        typer.echo(f"wrote {n} samples to standard output", err=True)
+        return
     # the target first (not after reading every row): a folder, a missing folder or /proc is one line
     if path.is_dir():
         fail(f"cannot write {path}: it is a folder (give a file name with -o)")
