@@ -187,13 +187,21 @@ def _metric_records(sessions: Any, run_id: int, breakdowns: bool = True) -> list
             for m in rows if breakdowns or not m.breakdown_key]
 
 
+def _metric_value(record: dict[str, Any]) -> str:
+    """A count (an integer with no interval: errors, unscored, iterations) reads as one, not as ``1.0000``,
+    which looks like a rate."""
+    value = record["value"]
+    if isinstance(value, float) and value.is_integer() and record["ci_low"] is None and abs(value) < 1e15:
+        return f"{int(value):,}"
+    return _fmt(value)
+
+
 def _metric_columns() -> list[Any]:
     from harness.cli_tables import Column
 
     return [Column("breakdown", "breakdown_key", show=lambda r: f"{r['breakdown_key']}={r['breakdown_value']}"
                    if r["breakdown_key"] else "all"),
-            Column("metric", "metric", ident=True), Column("value", "value", show=lambda r: _fmt(r["value"]),
-                                                           right=True),
+            Column("metric", "metric", ident=True), Column("value", "value", show=_metric_value, right=True),
             Column("95% CI", "ci_low", show=lambda r: _ci(r["ci_low"], r["ci_high"]), drop=1),
             Column("n", "n", right=True, drop=2)]
 

@@ -44,3 +44,21 @@ def test_parquet_to_a_pipe_is_readable(tmp_path: Path) -> None:
     done = _export(tmp_path, url, "parquet")
     assert done.returncode == 0, done.stderr
     assert len(pd.read_parquet(io.BytesIO(done.stdout))) == 3
+
+
+def test_show_prints_counts_as_integers_not_rates(tmp_path: Path) -> None:
+    """``errors 1.0000`` read like a rate; a count with no interval reads as a count."""
+    url = f"sqlite:///{tmp_path / 'h.db'}"
+    Runner(EvalConfig(task="gsm8k", model="builtin:constant", model_settings={"text": "#### 1"}, limit=3,
+                      progress=False), session_factory=open_db(url)).run()
+    done = subprocess.run([str(Path(sys.executable).parent / "harness"), "show", "1", "--db", url],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                          env={**os.environ, "COLUMNS": "160"})
+    assert done.returncode == 0, done.stderr
+    cells = {}
+    for line in done.stdout.splitlines():
+        parts = [c.strip() for c in line.split("│")]
+        if len(parts) > 4 and parts[1] == "all":
+            cells[parts[2]] = parts[3]
+    assert cells["errors"] == "0" and cells["unscored"] == "0"
+    assert cells["exact_match_strict"] == "0.0000"  # a rate keeps its decimals
