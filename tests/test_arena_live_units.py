@@ -132,8 +132,9 @@ def test_demo_seeds_votes_and_ratings_by_category(sqlite_url):
 
 def test_pool_commands(sqlite_url):
     runner = CliRunner()
+    # --no-probe: nothing listens on port 9 (`pool add` refuses a model that does not answer its probe)
     add = runner.invoke(app, ["arena", "pool", "add", "openai:m1", "openai:m2", "-M", "base_url=http://127.0.0.1:9/v1",
-                              "--db", sqlite_url])
+                              "--no-probe", "--db", sqlite_url])
     assert add.exit_code == 0 and "pool: openai:m1" in add.output, add.output
     listed = runner.invoke(app, ["arena", "pool", "list", "--db", sqlite_url])
     assert "openai:m2\topenai:m2 -M base_url=http://127.0.0.1:9/v1\tchat" in listed.output

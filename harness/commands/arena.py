@@ -56,7 +56,7 @@ def ratings_cmd(
     if as_json:
         out = st.ratings.to_dict()
         out.update({"task": task, "category": category, "votes_used": st.votes_used,
-                    "excluded_voters": [f.voter for f in st.excluded]})
+                    "excluded_voters": [f.voter for f in st.excluded], "keys": st.keys, "failures": st.failures})
         typer.echo(json.dumps(out, indent=2))
         return
     if as_csv:
@@ -81,6 +81,9 @@ def ratings_cmd(
                       *((note,) if any(notes) else ()))
     con = _console()
     con.print(table)
+    if st.failures:  # live battles a model did not answer: counted, never rated
+        con.print("failed live replies (not rated): " + "; ".join(
+            f"{f['model']} {f['failures']} in {f['battles']} battles" for f in st.failures))
     if st.excluded:
         con.print(f"{len(st.excluded)} implausible voter(s) excluded: "
                   + "; ".join(f"{f.voter[:8]}… {f.reason}" for f in st.excluded))
@@ -137,20 +140,47 @@ def pool_add_cmd(
     settings: Annotated[list[str] | None, typer.Option("-M", help="key=value model settings, for every spec")] = None,
     name: Annotated[str | None, typer.Option("--name", help="Label votes use (one spec; default the spec)")] = None,
     kind: Annotated[list[str] | None, typer.Option("--kind", help="chat (default) and/or code3d")] = None,
+    probe_timeout: Annotated[float, typer.Option(
+        "--probe-timeout", help="Seconds the probe request may take, retries included")] = 15.0,
+    no_probe: Annotated[bool, typer.Option(
+        "--no-probe", help="Do not build the model or send the probe (a server that is not up yet); the spec's "
+        "backend and settings are still checked")] = False,
     db: DbOpt = None,
 ) -> None:
-    """Add models to the live pool (or update one with the same label)."""
+    """Add models to the live pool (or update one with the same label). Each model is built and
+    sent one short probe request first; a model that cannot be built or does not answer is refused
+    (exit 2) and nothing is added."""
     from harness.cli_support import parse_kv
     from harness.leaderboard.arena import pool
 
     if name and len(specs) > 1:
         fail("--name labels one spec; add the others separately")
+    if not 0 < probe_timeout <= 600:
+        fail(f"--probe-timeout must be in (0, 600] seconds, not {probe_timeout:g}")
     kv = parse_kv(settings, "-M")
     kinds = tuple(kind or ["chat"])
+    bad = [k for k in kinds if k not in pool.KINDS]
+    if bad:
+        fail(f"unknown kind {bad[0]!r} (one of {', '.join(pool.KINDS)})")
+    probes: dict[str, pool.Probe | None] = {}
+    for spec in specs:  # every spec checked before any is added: a refused command changes nothing
+        try:
+            if no_probe:
+                pool.check(spec, kv)
+                probes[spec] = None
+                continue
+            result = pool.probe(spec, kv, probe_timeout)
+        except pool.PoolError as exc:
+            fail(str(exc))
+        if not result.ok:
+            fail(f"{spec}: the probe request failed ({result.error}); not added (is the server up? "
+                 "--no-probe adds it anyway)")
+        typer.echo(f"probe: {spec} answered in {result.seconds:.1f} s")
+        probes[spec] = result
     with _sessions(db)() as s:
         for spec in specs:
             try:
-                row = pool.add(s, spec, kv, label=name, kinds=kinds)
+                row = pool.add(s, spec, kv, label=name, kinds=kinds, probed=probes[spec])
             except pool.PoolError as exc:
                 fail(str(exc))
             typer.echo(f"pool: {row.label} ({', '.join(row.kinds)})")
@@ -161,16 +191,34 @@ def pool_add_cmd(
 
 @pool_app.command("list")
 def pool_list_cmd(db: DbOpt = None) -> None:
-    """The live pool's models."""
+    """The live pool's models and their health: status, the last error (when, why), failures in a
+    row and in the last hour."""
+    from datetime import UTC, datetime
+
     from harness.leaderboard.arena import pool
 
     with _sessions(db)() as s:
         rows = pool.members(s, "chat") + [r for r in pool.members(s, "code3d") if "chat" not in r.kinds]
+        health = {h["label"]: h for h in pool.health(s, datetime.now(UTC).replace(tzinfo=None))}
         for r in rows:
             extra = f" -M {' -M '.join(f'{k}={v}' for k, v in r.settings.items())}" if r.settings else ""
-            typer.echo(f"{r.label}\t{r.spec}{extra}\t{','.join(r.kinds)}")
+            typer.echo(f"{r.label}\t{r.spec}{extra}\t{','.join(r.kinds)}\t{_health_line(health.get(r.label))}")
     if not rows:
         typer.echo("the pool is empty: harness arena pool add SPEC ...")
+
+
+def _health_line(h: dict[str, object] | None) -> str:
+    if h is None:
+        return ""
+    parts = [str(h["status"])]
+    if h.get("probe_error"):
+        parts.append(f"probe at {h['probed_at']}: {h['probe_error']}")
+    if h.get("last_error"):
+        parts.append(f"last error at {h['last_error_at']}: {h['last_error']}")
+    if h.get("failures_in_row"):
+        parts.append(f"{h['failures_in_row']} failed in a row")
+    parts.append(f"{h['recent_failures']} failed in the last hour")
+    return "; ".join(parts)
 
 
 @pool_app.command("remove")

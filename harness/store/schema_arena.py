@@ -4,6 +4,12 @@ A battle is one served pair (same sample, two models, left/right fixed at serve 
 to exactly one battle (unique ``battle_id``): that unique constraint is what makes a battle token
 single-use even under concurrent submissions, on SQLite and PostgreSQL alike. Votes copy the models,
 positions and sample so ratings can be recomputed from this table alone.
+
+A model is named twice (revision 0010): ``*_model`` is its display label as it was when the battle
+was served (labels can change: a second spec with the same short name gives both a suffix), and
+``*_key`` its stable identity (``model:<models.id>`` for a stored run's model, ``pool:<arena_pool.id>``
+for a live pool entry; ``label:<label>`` where neither was known). Ratings aggregate by key, never
+by label (leaderboard/arena/keys.py).
 """
 
 from __future__ import annotations
@@ -30,6 +36,10 @@ class ArenaBattleRow(Base):
     epoch: Mapped[int] = mapped_column(Integer, default=0)
     left_model: Mapped[str] = mapped_column(String(500))
     right_model: Mapped[str] = mapped_column(String(500))
+    # stable model keys (see the module docstring); set for live battles, derived from the result rows
+    # at vote time for stored ones (revision 0010)
+    left_key: Mapped[str | None] = mapped_column(String(100), nullable=True)
+    right_key: Mapped[str | None] = mapped_column(String(100), nullable=True)
     left_result_id: Mapped[int | None] = mapped_column(
         ForeignKey("sample_results.id", ondelete="SET NULL"), nullable=True
     )
@@ -60,6 +70,8 @@ class ArenaVoteRow(Base):
     sample_id: Mapped[str] = mapped_column(String(300))
     left_model: Mapped[str] = mapped_column(String(500))
     right_model: Mapped[str] = mapped_column(String(500))
+    left_key: Mapped[str] = mapped_column(String(100), default="")  # what ratings aggregate by (0010)
+    right_key: Mapped[str] = mapped_column(String(100), default="")
     outcome: Mapped[str] = mapped_column(String(20))  # left | right | tie | both_bad
     voter_hash: Mapped[str] = mapped_column(String(64))
     ip_hash: Mapped[str] = mapped_column(String(64))

@@ -1,10 +1,13 @@
 """Choosing and serving battles: which models can meet on which task, which pair (active
 sampling), which sample, and what the voter sees (nothing that names a model).
 
-Candidates are the latest run of every model on every task (by task name). A battle is two
+Candidates are the latest run of every model on every task (by task name), of the operator's runs
+only (local runs and admin pushes): a push token's outputs are its own word, so they never stand
+for a model in a battle, not even for a model spec the operator also ran. A battle is two
 different models' stored outputs for the same sample and epoch. Pairs whose outputs are identical
-(same text and prediction, or identical render files), or whose attempts both failed, are skipped, and
-so are outputs that contain their own model's name (they would unmask the battle).
+(same text and prediction, or identical render files), where either side did not answer (an error or
+no output: such a battle could not be voted on, leaderboard/arena/failures.py), or whose attempts both
+failed, are skipped, and so are outputs that contain their own model's name (they would unmask the battle).
 """
 
 from __future__ import annotations
@@ -26,12 +29,13 @@ from sqlalchemy.orm import Session
 
 from harness.ratings import ELO_SCALE, pair_counts, rate_counts
 from harness.ratings_style import style_features
-from harness.store.schema import ModelRow, RunRow, SampleResultRow, TaskRow
+from harness.store.schema import OPERATOR, ModelRow, RunRow, SampleResultRow, TaskRow
 from harness.store.schema_arena import ArenaBattleRow, ArenaVoteRow
 
 from ..names import model_labels
 from . import categories, media, sampler, suitability, tokens
 from .config import ArenaConfig
+from .failures import answered
 
 CANDIDATE_ROWS = 12  # random shared samples looked at per pair before moving to the next pair
 MAX_PAIRS_TRIED = 12
@@ -80,11 +84,13 @@ def model_label(model_id: int, labels: dict[int, str]) -> str:
 
 
 def load_candidates(session: Session) -> dict[str, dict[str, int]]:
-    """task name -> {model label -> latest run id}, tasks with at least two models only."""
+    """task name -> {model label -> latest run id}, tasks with at least two models only; the operator's
+    runs only (see the module docstring)."""
     rows = session.execute(
         select(TaskRow.name, ModelRow.id, func.max(RunRow.id))
         .join(RunRow, RunRow.task_id == TaskRow.id)
         .join(ModelRow, RunRow.model_id == ModelRow.id)
+        .where(RunRow.owner == OPERATOR, ModelRow.owner == OPERATOR)
         .group_by(TaskRow.name, ModelRow.id)
     ).all()
     labels = model_labels(session)
@@ -233,6 +239,8 @@ def find_sides(
         sb = _side(cast(SampleResultRow, session.get(SampleResultRow, id_b)), roots)
         if sa.failed and sb.failed:
             continue
+        if not all(answered(x.row.error, x.row.output, x.row.prediction) for x in (sa, sb)):
+            continue  # a side that did not answer makes the battle unvotable: never served
         if identical(sa, sb, display):
             continue
         if display in ("image", "render") and not (sa.renders or sb.renders):

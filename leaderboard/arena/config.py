@@ -29,6 +29,7 @@ class ArenaConfig:
     live_max_tokens: int = 512
     live_temperature: float = 0.7
     live_timeout_s: float = 120.0  # one side's reply longer than this is cut and shown as failed
+    live_retries: int = 2  # a failed reply may be regenerated this many times a turn
     moderation_words: list[str] = field(default_factory=list)  # refused before a prompt reaches the pool
     moderation_words_file: str | None = field(default_factory=lambda: os.environ.get("HARNESS_ARENA_BLOCKLIST"))
     moderation_model: str | None = field(default_factory=lambda: os.environ.get("HARNESS_ARENA_MODERATION_MODEL"))

@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from harness.ratings_style import style_features
 from harness.store.ops import get_or_create_model, get_or_create_task
-from harness.store.schema import OPERATOR, RunRow, SampleResultRow, TaskRow
+from harness.store.schema import OPERATOR, ModelRow, RunRow, SampleResultRow, TaskRow
 from harness.store.schema_arena import ArenaBattleRow, ArenaVoteRow
 
 DEMO_MODELS = ("demo-alpha", "demo-bravo", "demo-charlie", "demo-delta")
@@ -211,6 +211,11 @@ def seed_votes(
             return 0
         now = datetime.now(UTC).replace(tzinfo=None)
         models = [m for m in truth]
+        # each vote's stable model keys (leaderboard/arena/keys.py), as a vote through the page gets them
+        ids = {spec.removeprefix("demo:"): i for i, spec in s.execute(
+            select(ModelRow.id, ModelRow.spec).where(ModelRow.spec.in_([f"demo:{m}" for m in models]),
+                                                     ModelRow.owner == OPERATOR))}
+        key = {m: f"model:{ids[m]}" if m in ids else "" for m in models}
         for k in range(n_votes):
             task = present[k % len(present)]
             a, b = rng.sample(models, 2)
@@ -233,7 +238,8 @@ def seed_votes(
             s.add(battle)
             s.flush()
             s.add(ArenaVoteRow(
-                battle_id=battle.id, task=task, sample_id=sample, left_model=a, right_model=b, outcome=outcome,
+                battle_id=battle.id, task=task, sample_id=sample, left_model=a, right_model=b, left_key=key[a],
+                right_key=key[b], outcome=outcome,
                 voter_hash=voter, ip_hash=battle.ip_hash, served_at=when, created_at=when + timedelta(seconds=20),
                 features=battle.features, categories=battle.categories, flagged=False,
             ))

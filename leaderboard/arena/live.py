@@ -19,7 +19,16 @@ reply is bounded (:func:`reply_cap` characters, however much the server sends) a
 NUL, no lone surrogate) by the stream that reads it, and so is every event sent.
 
 The token is a live one (:data:`tokens.LIVE`): the stored-battle vote endpoints refuse it, and the
-live vote is taken only when no turn is running (checked in the vote's own transaction).
+live vote is taken only when no turn is running and both sides answered every turn (checked in the
+vote's own transaction). A failed reply (leaderboard/arena/failures.py) is logged in one line naming
+the model and the reason, counted in ``arena_failures`` and in its pool entry's health, and may be
+regenerated (:func:`claim_retry`: the same prompt to the failed side only, at most
+``live_retries`` times a turn); a model whose last :data:`DOWN_AFTER` replies all failed is left out
+of new pairs for :data:`DOWN_FOR_S` seconds, so a dead server does not fail battle after battle.
+
+    {"type": "retry", "sides": ["a"]}                                   first event of a regeneration
+    {"type": "failed", "sides": ["a"], "can_retry": bool}               before ``end`` when a reply failed:
+                                                                        no vote, no next turn until regenerated
 """
 
 from __future__ import annotations
@@ -44,13 +53,14 @@ from sqlalchemy.orm import Session, sessionmaker
 from harness.ratings_style import style_features
 from harness.sanitize import clean
 from harness.store.schema_arena import ArenaBattleRow
-from harness.store.schema_arena_live import ArenaChatRow, ArenaPoolRow
+from harness.store.schema_arena_live import ArenaChatRow, ArenaFailureRow, ArenaPoolRow
 from harness.streaming import clean_text
 from harness.types import GenerationConfig, Message, Part, Request
 
-from . import battles, categories, media, pool, sampler, tokens
+from . import battles, categories, failures, media, pool, sampler, tokens
 from .config import ArenaConfig, live_media_dir
 from .fold import mentions
+from .keys import or_label, pool_key
 from .votes import VoteRefused
 
 log = logging.getLogger(__name__)
@@ -66,6 +76,9 @@ STORE_MARGIN_S = 60.0  # between a turn's own time limit and its deadline: time 
 LIVE_MEDIA_GRACE_S = 600.0  # live media are kept this long past their battle's vote deadline
 SWEEP_EVERY_S = 60.0
 SELF_NAMING = "a reply names its own model"
+DOWN_AFTER = 3  # replies in a row that failed: the model is left out of new pairs for a while
+DOWN_FOR_S = 120.0
+FIX_FIRST = "a reply failed: regenerate it or start a new pair"
 
 
 def reply_cap(cfg: ArenaConfig) -> int:
@@ -134,11 +147,23 @@ def check_prompt(prompt: str | None, cfg: ArenaConfig) -> str:
     return text
 
 
+def answering(members: list[ArenaPoolRow], now: datetime) -> list[ArenaPoolRow]:
+    """The members not down: fewer than DOWN_AFTER failures in a row, or the last one long enough ago
+    that it is worth trying again."""
+    since = now - timedelta(seconds=DOWN_FOR_S)
+    return [m for m in members if (m.failures_in_row or 0) < DOWN_AFTER or m.last_error_at is None
+            or m.last_error_at < since]
+
+
 def choose_pair(session: Session, cfg: ArenaConfig, cache: battles.StatsCache, kind: str,
                 rng: random.Random) -> tuple[pool.ArenaPoolRow, pool.ArenaPoolRow]:
     members = pool.members(session, kind)
     if len(members) < 2:
         raise LiveRefused(404, empty_pool_message(kind, len(members)))
+    members = answering(members, _now(cfg))
+    if len(members) < 2:
+        raise LiveRefused(503, "Fewer than two models of the live pool are answering right now: try again in a "
+                               "few minutes.", int(DOWN_FOR_S))
     by_label = {m.label: m for m in members}
     task = CODE3D_TASK if kind == "code3d" else CHAT_TASK
     labels = sorted(by_label)
@@ -177,7 +202,8 @@ def start(sessions: sessionmaker[Session], cfg: ArenaConfig, cache: battles.Stat
         family = "code3d" if kind == "code3d" else "chat"
         row = ArenaBattleRow(
             public_id=public_id, task=CODE3D_TASK if kind == "code3d" else CHAT_TASK, sample_id=public_id, epoch=0,
-            left_model=left, right_model=right, left_result_id=None, right_result_id=None, media=media_slots,
+            left_model=left, right_model=right, left_key=pool_key(left_row.id), right_key=pool_key(right_row.id),
+            left_result_id=None, right_result_id=None, media=media_slots,
             features={}, categories=categories.categorize(prompt, family, "3d" if kind == "code3d" else None),
             voter_hash=voter_hash, ip_hash=ip_hash, created_at=battles.naive_utc(now),
             expires_at=battles.naive_utc(expires),
@@ -252,12 +278,46 @@ def claim_turn(session: Session, battle: ArenaBattleRow, chat: ArenaChatRow, cfg
         update(ArenaChatRow).where(ArenaChatRow.id == chat_id, free, ArenaChatRow.n_turns < cfg.max_turns)
         .values(busy=True, updated_at=_now(cfg))
     ).rowcount  # type: ignore[attr-defined]
+    if done == 1:  # checked under the claim: no turn can be stored meanwhile
+        turns = session.scalar(select(ArenaChatRow.turns).where(ArenaChatRow.id == chat_id)) or []
+        if failures.failed_sides(turns):  # a conversation goes on only from answers, not from a failure
+            session.rollback()
+            raise LiveRefused(409, FIX_FIRST)
     session.commit()
     if done != 1:
         n_turns = session.scalar(select(ArenaChatRow.n_turns).where(ArenaChatRow.id == chat_id)) or 0
         if n_turns >= cfg.max_turns:
             raise LiveRefused(409, f"a battle has at most {cfg.max_turns} turns: vote now")
         raise LiveRefused(409, "the models are still answering")
+
+
+def claim_retry(session: Session, battle: ArenaBattleRow, chat: ArenaChatRow, cfg: ArenaConfig) -> list[str]:
+    """Claim the conversation to regenerate the last turn's failed replies; returns those sides.
+    Refused after the vote, while a turn runs, when nothing failed, or past ``live_retries``."""
+    battle_id, chat_id, kind = battle.id, chat.id, chat.kind
+    session.rollback()
+    open_ = session.execute(update(ArenaBattleRow).where(ArenaBattleRow.id == battle_id,
+                                                         ArenaBattleRow.voted_at.is_(None))
+                            .values(voted_at=None)).rowcount  # type: ignore[attr-defined]
+    if open_ != 1:
+        session.rollback()
+        raise LiveRefused(409, "this battle has been voted on: start a new one")
+    free = ArenaChatRow.busy.is_(False) | (ArenaChatRow.updated_at < _stale_before(cfg, kind))
+    done = session.execute(update(ArenaChatRow).where(ArenaChatRow.id == chat_id, free)
+                           .values(busy=True, updated_at=_now(cfg))).rowcount  # type: ignore[attr-defined]
+    if done != 1:
+        session.rollback()
+        raise LiveRefused(409, "the models are still answering")
+    turns = session.scalar(select(ArenaChatRow.turns).where(ArenaChatRow.id == chat_id)) or []
+    sides = failures.failed_sides(turns[-1:])
+    if not sides:
+        session.rollback()
+        raise LiveRefused(409, "no reply failed: nothing to regenerate")
+    if int(turns[-1].get("retries") or 0) >= cfg.live_retries:
+        session.rollback()
+        raise LiveRefused(409, f"a reply is regenerated at most {cfg.live_retries} times: start a new pair")
+    session.commit()
+    return sides
 
 
 def history(turns: list[dict[str, Any]], side: str, prompt: str, image_path: str | None) -> list[Message]:
@@ -291,13 +351,16 @@ _running: set[asyncio.Task[None]] = set()  # turns in flight: a task nobody awai
 def run_turn(
     sessions: sessionmaker[Session], cfg: ArenaConfig, clients: pool.Clients, battle_public_id: str, prompt: str,
     *, first_event: dict[str, Any] | None = None, renderer: Renderer | None = None,
-    media_url: Callable[[str], str] | None = None,
+    media_url: Callable[[str], str] | None = None, retry: list[str] | None = None,
 ) -> AsyncIterator[bytes]:
     """Start one (claimed) turn now, as its own task, and return its events as they come. The task
-    does not depend on anyone reading them: it finishes and stores the turn when the voter has gone."""
+    does not depend on anyone reading them: it finishes and stores the turn when the voter has gone.
+    ``retry``: regenerate the last turn's replies of these sides instead (``prompt`` is then unused)."""
     events: asyncio.Queue[bytes | None] = asyncio.Queue()
+    if retry:
+        first_event = {"type": "retry", "sides": list(retry)}
     task = asyncio.get_running_loop().create_task(
-        _turn(sessions, cfg, clients, battle_public_id, prompt, events.put_nowait, renderer, media_url))
+        _turn(sessions, cfg, clients, battle_public_id, prompt, events.put_nowait, renderer, media_url, retry))
     _running.add(task)
     task.add_done_callback(_running.discard)
     return _relay(events, first_event)
@@ -313,13 +376,16 @@ async def _relay(events: asyncio.Queue[bytes | None], first_event: dict[str, Any
 async def _turn(
     sessions: sessionmaker[Session], cfg: ArenaConfig, clients: pool.Clients, battle_public_id: str, prompt: str,
     emit: Callable[[bytes | None], None], renderer: Renderer | None, media_url: Callable[[str], str] | None,
+    retry: list[str] | None = None,
 ) -> None:
     """Both sides answer (deltas interleaved as they come), code3d replies render, the turn is stored
     and the conversation freed; whatever fails, the turn ends with its ``end`` event (or none, if it
-    could not be stored: the claim's deadline then frees the conversation)."""
+    could not be stored: the claim's deadline then frees the conversation). ``retry``: only these
+    sides answer the last turn's prompt again; the other side's reply stays as it was."""
     replies: dict[str, dict[str, Any]] = {}
     chat_id: int | None = None
     image: str | None = None
+    sides = tuple(retry) if retry else SIDES
     try:
         with sessions() as s:
             battle = s.scalar(select(ArenaBattleRow).where(ArenaBattleRow.public_id == battle_public_id))
@@ -332,11 +398,16 @@ async def _turn(
             turns = list(chat.turns or [])
             image = (battle.media or {}).get("p0")
             chat_id, kind = chat.id, chat.kind
+        if retry:  # the last turn again, as the models saw it then
+            last = turns.pop()
+            prompt = last["prompt"]
+            replies.update({n: last[n] for n in SIDES if n not in sides})
         budget = turn_deadline_s(cfg, kind) - STORE_MARGIN_S
         async with asyncio.timeout(budget):  # the claim's deadline must find the turn stored
-            await _answer(cfg, clients, members, labels, turns, prompt, image, replies, emit)
+            await _answer(cfg, clients, members, labels, turns, prompt, image, replies, emit, battle_public_id,
+                          sides)
             if kind == "code3d" and renderer is not None:
-                await _render_both(sessions, cfg, renderer, battle_public_id, replies, emit, media_url)
+                await _render_both(sessions, cfg, renderer, battle_public_id, replies, emit, media_url, sides)
     except (Exception, asyncio.CancelledError) as exc:
         if not isinstance(exc, TimeoutError):
             log.warning("live turn of %s failed: %s", battle_public_id, type(exc).__name__)
@@ -346,9 +417,13 @@ async def _turn(
     try:
         if chat_id is not None:
             for name in SIDES:
-                replies.setdefault(name, {"text": "", "failed": True, "error": "stopped", "usage": {}})
-            n = await asyncio.to_thread(_store_turn, sessions, chat_id, battle_public_id, prompt, image, replies, cfg)
-            emit(sse({"type": "end", "turn": n, "can_continue": n < cfg.max_turns}))
+                replies.setdefault(name, {"text": "", "failed": True, "error": "stopped", "error_kind": "stopped",
+                                          "usage": {}})
+            end = await asyncio.to_thread(_store_turn, sessions, chat_id, battle_public_id, prompt, image, replies,
+                                          cfg, sides if retry else None)
+            if end["failed"]:
+                emit(sse({"type": "failed", "sides": end["failed"], "can_retry": end["can_retry"]}))
+            emit(sse({"type": "end", "turn": end["turn"], "can_continue": end["can_continue"]}))
     except Exception as exc:
         log.warning("live turn of %s could not be stored: %s", battle_public_id, type(exc).__name__)
     finally:
@@ -357,13 +432,14 @@ async def _turn(
 
 async def _answer(cfg: ArenaConfig, clients: pool.Clients, members: dict[str, ArenaPoolRow], labels: dict[str, str],
                   turns: list[dict[str, Any]], prompt: str, image: str | None, replies: dict[str, dict[str, Any]],
-                  emit: Callable[[bytes | None], None]) -> None:
+                  emit: Callable[[bytes | None], None], public_id: str = "",
+                  sides: tuple[str, ...] = SIDES) -> None:
     cap = reply_cap(cfg)
 
     async def side(name: str) -> None:
         member = members.get(labels[name])
-        reply: dict[str, Any] = {"text": "", "failed": True, "error": "model left the pool", "usage": {},
-                                 "latency_s": None, "first_token_s": None, "cost": 0.0}
+        reply: dict[str, Any] = {"text": "", "failed": True, "error": "model left the pool", "error_kind": "removed",
+                                 "usage": {}, "latency_s": None, "first_token_s": None, "cost": 0.0}
         try:
             if member is None:
                 return
@@ -381,17 +457,22 @@ async def _answer(cfg: ArenaConfig, clients: pool.Clients, members: dict[str, Ar
             assert out is not None
             details = out.details or {}
             reply = {"text": out.text, "failed": out.error is not None or not out.text.strip(), "error": out.error,
+                     "error_kind": details.get("error_kind") if out.error is not None else None,
                      "usage": out.usage.to_dict(), "latency_s": round(out.usage.seconds, 4),
                      "first_token_s": details.get("first_token_s"), "cost": out.usage.cost,
                      "truncated": bool(details.get("truncated")),
                      "sanitized": int((details.get("sanitized") or {}).get("replaced", 0))}
         except Exception as exc:  # a backend that cannot even start: this side failed, the other goes on
             reply["error"] = clean_text(f"{type(exc).__name__}: {' '.join(str(exc).split())}")[0][:500]
+            reply["error_kind"] = "exception"
         finally:
             replies[name] = reply
+            if reply["failed"]:  # the operator's one line: which model, why (the voter sees "No output")
+                log.warning("arena: live reply failed: model %r (battle %s, side %s): %s", labels[name], public_id,
+                            name, failures.reason(reply))
             emit(sse({"type": "done", "side": name, "failed": bool(reply["failed"])}))
 
-    tasks = [asyncio.create_task(side(n)) for n in SIDES]
+    tasks = [asyncio.create_task(side(n)) for n in sides]
     try:
         await asyncio.gather(*tasks)
     finally:  # the turn's time is up (or it was cancelled): neither side goes on
@@ -402,13 +483,14 @@ async def _answer(cfg: ArenaConfig, clients: pool.Clients, members: dict[str, Ar
 
 async def _render_both(sessions: sessionmaker[Session], cfg: ArenaConfig, renderer: Renderer, public_id: str,
                        replies: dict[str, dict[str, Any]], emit: Callable[[bytes | None], None],
-                       media_url: Callable[[str], str] | None) -> None:
-    results = await asyncio.gather(*(_render(renderer, replies[n], cfg, public_id, n) for n in SIDES))
-    for name, result in zip(SIDES, results, strict=True):
+                       media_url: Callable[[str], str] | None, sides: tuple[str, ...] = SIDES) -> None:
+    """Render the replies of ``sides`` (a regenerated side only: the other keeps its renders)."""
+    results = await asyncio.gather(*(_render(renderer, replies[n], cfg, public_id, n) for n in sides))
+    for name, result in zip(sides, results, strict=True):
         replies[name]["render"] = result
     # recorded before the URLs go out: the page fetches them at once
     await asyncio.to_thread(_store_media, sessions, cfg, public_id, replies)
-    for name, result in zip(SIDES, results, strict=True):
+    for name, result in zip(sides, results, strict=True):
         prefix = "l" if name == "a" else "r"
         images = [media_url(f"{prefix}{i}") if media_url else "" for i in range(len(result.get("renders", [])))]
         emit(sse({"type": "render", "side": name, "status": result.get("status", "ERR_EXEC"),
@@ -428,23 +510,57 @@ async def _render(renderer: Renderer, reply: dict[str, Any], cfg: ArenaConfig, p
 
 
 def _store_turn(sessions: sessionmaker[Session], chat_id: int, public_id: str, prompt: str, image: str | None,
-                replies: dict[str, dict[str, Any]], cfg: ArenaConfig) -> int:
+                replies: dict[str, dict[str, Any]], cfg: ArenaConfig,
+                retried: tuple[str, ...] | None = None) -> dict[str, Any]:
+    """Store the turn (a regeneration replaces the last turn's retried replies), count its failed
+    replies and each side's pool health, free the conversation; returns the ``end`` event's fields."""
     with sessions() as s:
         chat = s.get(ArenaChatRow, chat_id)
         battle = s.scalar(select(ArenaBattleRow).where(ArenaBattleRow.public_id == public_id))
         assert chat is not None and battle is not None
-        turn = {"prompt": prompt, "image": bool(image) and not chat.turns, "a": replies["a"], "b": replies["b"]}
+        old = list(chat.turns or [])
+        if retried and old:
+            last = dict(old.pop())
+            turn = {**last, **{n: replies[n] for n in retried}, "retries": int(last.get("retries") or 0) + 1}
+        else:
+            turn = {"prompt": prompt, "image": bool(image) and not old, "a": replies["a"], "b": replies["b"]}
         turn = clean(turn)[0]  # render and backend errors too: no NUL or lone surrogate reaches a JSON column
-        turns = [*list(chat.turns or []), turn]
+        turns = [*old, turn]
         chat.turns = turns
         chat.n_turns = len(turns)
         chat.busy = False
-        chat.updated_at = _now(cfg)
+        now = _now(cfg)
+        chat.updated_at = now
         # style covariates over everything each side said (style control on live votes)
         battle.features = {"left": style_features("\n\n".join(t["a"]["text"] for t in turns)),
                            "right": style_features("\n\n".join(t["b"]["text"] for t in turns))}
+        sides_keys = {"a": (or_label(battle.left_key, battle.left_model), battle.left_model),
+                      "b": (or_label(battle.right_key, battle.right_model), battle.right_model)}
+        for name in retried or SIDES:
+            _health(s, battle, name, sides_keys[name], turn[name], len(turns) - 1, now)
         s.commit()
-        return len(turns)
+        failed = failures.failed_sides(turns)
+        n = len(turns)
+        retries_left = int(turn.get("retries") or 0) < cfg.live_retries
+        return {"turn": n, "can_continue": n < cfg.max_turns and not failed, "failed": failed,
+                "can_retry": bool(failures.failed_sides([turn])) and retries_left}
+
+
+def _health(s: Session, battle: ArenaBattleRow, side: str, key: tuple[str, str], reply: dict[str, Any], turn: int,
+            now: datetime) -> None:
+    """One side's reply in the pool entry's health; a failed one also as an ``arena_failures`` row."""
+    failed = failures.reply_failed(reply)
+    if failed:
+        s.add(ArenaFailureRow(battle_id=battle.id, task=battle.task, model_key=key[0], model_label=key[1], side=side,
+                              turn=turn, kind=failures.kind_of(reply), created_at=now))
+    pool_id = key[0][len("pool:"):] if key[0].startswith("pool:") else ""
+    if not pool_id.isdigit():
+        return
+    values: dict[str, Any] = (
+        {"last_error_at": now, "last_error": failures.reason(reply)[:500],
+         "failures_in_row": ArenaPoolRow.failures_in_row + 1} if failed
+        else {"last_ok_at": now, "failures_in_row": 0})
+    s.execute(update(ArenaPoolRow).where(ArenaPoolRow.id == int(pool_id)).values(**values))
 
 
 def _store_media(sessions: sessionmaker[Session], cfg: ArenaConfig, public_id: str,
@@ -482,6 +598,8 @@ def admit_vote(conn: Connection, battle_id: int, left: str, right: str, cfg: Are
         raise VoteRefused(409, "the models are still answering: vote when both have finished")
     if not chat.n_turns:
         raise VoteRefused(409, "nothing to vote on yet")
+    if failures.failed_sides(chat.turns or []):  # no answer, no comparison: counted as a failure, never rated
+        raise VoteRefused(409, failures.FAILED_REPLY)
     specs = dict(conn.execute(select(_P.label, _P.spec).where(_P.label.in_([left, right]))).all())
     for side, label in (("a", left), ("b", right)):
         text = "\n".join(str((t.get(side) or {}).get("text") or "") for t in chat.turns or [])
@@ -491,7 +609,8 @@ def admit_vote(conn: Connection, battle_id: int, left: str, right: str, cfg: Are
 
 
 def reveal(session: Session, battle_public_id: str) -> dict[str, Any]:
-    """After the vote: the names and each side's usage, latency and cost over the conversation."""
+    """After the vote: the names and each side's usage, latency, time to first token and cost over the
+    conversation."""
     battle = session.scalar(select(ArenaBattleRow).where(ArenaBattleRow.public_id == battle_public_id))
     assert battle is not None
     chat = session.scalar(select(ArenaChatRow).where(ArenaChatRow.battle_id == battle.id))
@@ -499,9 +618,12 @@ def reveal(session: Session, battle_public_id: str) -> dict[str, Any]:
 
     def totals(side: str) -> dict[str, Any]:
         usage = [t[side].get("usage") or {} for t in turns]
+        ttft = [float(t[side]["first_token_s"]) for t in turns if t[side].get("first_token_s") is not None]
         return {"output_tokens": sum(int(u.get("output_tokens", 0)) for u in usage),
                 "cost": round(sum(float(t[side].get("cost") or 0.0) for t in turns), 6),
-                "latency_s": round(sum(float(t[side].get("latency_s") or 0.0) for t in turns), 3)}
+                "latency_s": round(sum(float(t[side].get("latency_s") or 0.0) for t in turns), 3),
+                # time to first token: the mean over the turns (the wait before each reply began)
+                "first_token_s": round(sum(ttft) / len(ttft), 3) if ttft else None}
 
     return {"a": {"model": battle.left_model, **totals("a")}, "b": {"model": battle.right_model, **totals("b")},
             "turns": len(turns)}

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from fastapi import APIRouter, Form, HTTPException, Query, Request
-from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
+from fastapi.responses import HTMLResponse, JSONResponse, Response
 from fastapi.templating import Jinja2Templates
 from jinja2 import ChoiceLoader, Environment, FileSystemLoader, select_autoescape
 from pydantic import BaseModel
@@ -26,13 +26,37 @@ from sqlalchemy import select
 
 from harness.store.schema_arena import ArenaBattleRow, ArenaVoteRow
 
-from . import battles, limits, media, standings, tokens, votes
+from ..assets import Assets
+from . import battles, failures, limits, media, standings, tokens, votes
 from .config import ArenaConfig, config_from_app, media_roots
+from .keys import or_label
 
 HERE = Path(__file__).resolve().parent
 LEADERBOARD = HERE.parent
 COOKIE = "arena_voter"
 NO_STORE = {"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer"}
+
+
+def _plotly_path() -> Path | None:
+    import importlib.util
+
+    spec = importlib.util.find_spec("plotly")
+    locations = list(spec.submodule_search_locations or []) if spec else []
+    path = Path(locations[0]) / "package_data" / "plotly.min.js" if locations else None
+    return path if path is not None and path.is_file() else None
+
+
+# the arena's own files and (for an app without the leaderboard's copy) plotly.js: served from memory,
+# gzipped once, under /arena/assets/NAME?v=HASH and cached for a year, as leaderboard/assets.py does
+_plotly = _plotly_path()
+ARENA_ASSETS = Assets(HERE / "static", {"plotly.min.js": _plotly} if _plotly else {})
+LEADERBOARD_ASSETS = Assets(LEADERBOARD / "static", {"plotly.min.js": _plotly} if _plotly else {})
+
+
+def arena_asset(name: str) -> str:
+    """``/arena/assets/NAME?v=VERSION`` (VERSION hashes the file: a changed file is a new URL)."""
+    asset = ARENA_ASSETS.get(name)
+    return f"/arena/assets/{name}" + (f"?v={asset.version}" if asset else "")
 
 _env = Environment(
     loader=ChoiceLoader([FileSystemLoader(str(HERE / "templates")), FileSystemLoader(str(LEADERBOARD / "templates"))]),
@@ -49,6 +73,8 @@ try:  # the leaderboard's base.html and its macros use the leaderboard's filters
     _env.globals.update(ci=_ci, query=_query)
 except ImportError:  # the arena on its own
     pass
+# base.html links style.css and theme.js through static_url(): versioned here as on the leaderboard's pages
+_env.globals.update(asset=LEADERBOARD_ASSETS.url, arena_asset=arena_asset)
 templates = Jinja2Templates(env=_env)
 router = APIRouter()
 _init_lock = threading.Lock()
@@ -60,10 +86,15 @@ def base_template() -> str:
 
 
 def plotly_src(app: Any) -> str:
-    """The leaderboard's /static/plotly.min.js when the app serves it, else our own copy route."""
+    """plotly.js (4.8 MB, 1.4 MB gzipped) under a versioned URL: the leaderboard's
+    /static/plotly.min.js?v=HASH when the app serves it, else our own copy's. Pages load it only
+    where a chart is drawn (the ratings page with a table) or a mesh is opened (on the click)."""
+    assets = getattr(app.state, "assets", None)
+    if isinstance(assets, Assets) and assets.get("plotly.min.js") is not None:
+        return assets.url("plotly.min.js")
     if any(getattr(r, "path", "") == "/static/plotly.min.js" for r in app.routes):
-        return "/static/plotly.min.js"
-    return "/arena/assets/plotly.min.js"
+        return LEADERBOARD_ASSETS.url("plotly.min.js")
+    return arena_asset("plotly.min.js")
 
 
 class State:
@@ -171,8 +202,10 @@ def _tasks(request: Request) -> list[str]:
 @router.get("/arena", response_class=HTMLResponse, include_in_schema=False)
 def arena_page(request: Request, task: str | None = None) -> Response:
     view, message, cookie, status = _battle(request, task)
+    # a side that did not answer: the vote buttons are disabled (and the vote endpoints refuse it)
+    votable = view is not None and all(failures.answered_view(view[s]) for s in ("left", "right"))
     ctx = {"base": base_template(), "battle": view, "message": message, "task": task or "", "tasks": _tasks(request),
-           "plotly_src": plotly_src(request.app),
+           "plotly_src": plotly_src(request.app), "votable": votable, "themed": True,
            "title": "Arena", "nav": "arena", "page_title": "Arena"}
     resp = templates.TemplateResponse(request, "arena.html", ctx, status_code=status, headers=NO_STORE)
     return _set_cookie(request, resp, cookie)
@@ -189,13 +222,13 @@ def arena_vote_form(
                                  kind=tokens.STORED)  # a live battle's token is refused here
     except votes.VoteRefused as exc:
         ctx: dict[str, Any] = {"base": base_template(), "message": exc.message, "task": task, "title": "Vote refused",
-                               "nav": "arena"}
+                               "nav": "arena", "themed": True}
         return templates.TemplateResponse(request, "refused.html", ctx, status_code=exc.status, headers=NO_STORE)
     with request.app.state.sessions() as s:
         row = s.scalar(select(ArenaBattleRow).where(ArenaBattleRow.public_id == result.battle))
         view = battles.describe(s, row) if row else None
     ctx = {"base": base_template(), "battle": view, "result": result, "task": task, "title": "Arena: result",
-           "nav": "arena"}
+           "nav": "arena", "themed": True}
     return templates.TemplateResponse(request, "reveal.html", ctx, headers=NO_STORE)
 
 
@@ -211,7 +244,7 @@ def arena_media(request: Request, battle: str, slot: str) -> Response:
     return Response(data, media_type=kind, headers=NO_STORE)
 
 
-ASSETS = {"arena.css": "text/css", "arena.js": "text/javascript", "chat.css": "text/css", "chat.js": "text/javascript"}
+ASSETS = ("arena.css", "arena.js", "chat.css", "chat.js", "plotly.min.js")
 
 
 @router.get("/arena/mesh/{battle}/{side}", include_in_schema=False)
@@ -233,20 +266,11 @@ def arena_mesh(request: Request, battle: str, side: str) -> Response:
 
 
 @router.get("/arena/assets/{name}", include_in_schema=False)
-def arena_asset(name: str) -> Response:
-    if name == "plotly.min.js":
-        import importlib.util
-
-        spec = importlib.util.find_spec("plotly")
-        path = Path(next(iter(spec.submodule_search_locations or []))) / "package_data" / name if spec else None
-    elif name in ASSETS:
-        path = HERE / "static" / name
-    else:
-        path = None
-    if path is None or not path.is_file():
+def arena_asset_file(request: Request, name: str) -> Response:
+    answer = ARENA_ASSETS.response(request, name) if name in ASSETS else None
+    if answer is None:
         raise HTTPException(404, "no such asset")
-    kind = ASSETS.get(name, "text/javascript")
-    return FileResponse(path, media_type=kind, headers={"Cache-Control": "public, max-age=3600"})
+    return answer
 
 
 def _standings(request: Request, task: str | None, style: bool, ci: str, rounds: int | None,
@@ -262,6 +286,7 @@ def _standings(request: Request, task: str | None, style: bool, ci: str, rounds:
             s, task, ci=ci, rounds=cfg.bootstrap_rounds if rounds is None else rounds, min_votes=cfg.min_votes,
             provisional_votes=cfg.provisional_votes, exclude_implausible=cfg.exclude_implausible,
             outlier_min_votes=cfg.outlier_min_votes, style=style, category=category,
+            now=battles.naive_utc(cfg.clock()),
         )
     st.ratings[key] = (time.monotonic(), result)
     return result
@@ -297,7 +322,7 @@ def ratings_page(request: Request, task: str | None = None, style: bool = False,
     figures_json = {k: json.dumps(v).replace("<", "\\u003c") for k, v in figures.items()}
     ctx = {"base": base_template(), "st": result, "task": task or "", "tasks": _vote_tasks(request), "style": style,
            "ci": ci, "cfg": state(request).cfg, "figures": figures_json, "plotly_src": plotly_src(request.app),
-           "category": category or "", "categories": _categories(request),
+           "category": category or "", "categories": _categories(request), "themed": True,
            "title": "Arena ratings", "nav": "arena", "page_title": "Arena ratings"}
     return templates.TemplateResponse(request, "ratings.html", ctx)
 
@@ -354,7 +379,7 @@ def api_ratings(
     result = _category_standings(request, task or None, style, ci, bootstrap, category or None)
     out = result.ratings.to_dict()
     out.update({"task": task, "category": category, "style_control": result.style, "votes_used": result.votes_used,
-                "excluded_voters": len(result.excluded)})
+                "excluded_voters": len(result.excluded), "keys": result.keys, "failures": result.failures})
     return out
 
 
@@ -369,7 +394,9 @@ def api_votes(request: Request, task: str | None = None, limit: int = Query(1000
         rows = s.scalars(q).all()
     return [
         {"id": r.id, "task": r.task, "sample_id": r.sample_id, "left_model": r.left_model,
-         "right_model": r.right_model, "outcome": r.outcome, "voter_hash": r.voter_hash, "ip_hash": r.ip_hash,
+         "right_model": r.right_model, "left_key": or_label(r.left_key, r.left_model),
+         "right_key": or_label(r.right_key, r.right_model), "outcome": r.outcome, "voter_hash": r.voter_hash,
+         "ip_hash": r.ip_hash,
          "served_at": r.served_at.isoformat(), "created_at": r.created_at.isoformat(), "flagged": r.flagged,
          "flag_reason": r.flag_reason}
         for r in rows

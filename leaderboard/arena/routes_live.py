@@ -1,6 +1,8 @@
 """Live battle pages and API: ``/arena/chat`` (the page), ``POST /api/arena/chat`` (a new battle:
 its first turn streams back as server-sent events), ``POST /api/arena/chat/{battle}/turn`` (the next
-turn), ``POST /api/arena/chat/{battle}/vote`` (the vote; the answer reveals the models)."""
+turn), ``POST /api/arena/chat/{battle}/retry`` (regenerate a failed reply), ``POST
+/api/arena/chat/{battle}/vote`` (the vote; the answer reveals the models), ``GET /api/arena/pool``
+(the pool's health, for an admin token)."""
 
 from __future__ import annotations
 
@@ -32,6 +34,10 @@ class TurnIn(BaseModel):
 class LiveVoteIn(BaseModel):
     token: str | None = None
     outcome: str | None = None
+
+
+class RetryIn(BaseModel):
+    token: str | None = None
 
 
 def _live(request: Request) -> tuple[pool.Clients, moderation.Chain]:
@@ -72,7 +78,7 @@ def chat_page(request: Request) -> Response:
     ctx = {"base": base_template(), "title": "Arena: live", "nav": "arena", "page_title": "Arena: live",
            "message": message, "wait": wait, "wait_message": limits.refusal(wait) if wait else "",
            "kinds": [k for k in pool.KINDS if sizes[k] >= 2], "max_turns": st.cfg.max_turns,
-           "max_chars": st.cfg.max_prompt_chars}
+           "max_chars": st.cfg.max_prompt_chars, "max_retries": st.cfg.live_retries, "themed": True}
     resp = templates.TemplateResponse(request, "chat.html", ctx, headers=NO_STORE)
     return _set_cookie(request, resp, new_cookie)
 
@@ -138,6 +144,50 @@ async def chat_turn(request: Request, battle: str, body: TurnIn) -> Response:
     stream = live.run_turn(sessions, st.cfg, clients, battle, prompt, renderer=_renderer(request, kind),
                            media_url=lambda slot: f"/arena/media/{battle}/{slot}")
     return StreamingResponse(stream, media_type="text/event-stream", headers=SSE_HEADERS)
+
+
+@router.post("/api/arena/chat/{battle}/retry", tags=["arena"])
+async def chat_retry(request: Request, battle: str, body: RetryIn) -> Response:
+    """Regenerate the last turn's failed replies: the same prompt to the same model of each failed
+    side (at most ``live_retries`` times a turn; never after the vote). Streams like a turn, starting
+    with a ``retry`` event naming the sides."""
+    st = state(request)
+    clients, _ = _live(request)
+    _, voter, _ = identity(request, st)
+    sessions = request.app.state.sessions
+    try:
+        with sessions() as s:
+            b, chat = live.check_token(s, st.secret, st.cfg, battle, body.token, voter)
+            sides = live.claim_retry(s, b, chat, st.cfg)
+            kind = chat.kind
+    except live.LiveRefused as exc:
+        return _refused(exc)
+    stream = live.run_turn(sessions, st.cfg, clients, battle, "", renderer=_renderer(request, kind),
+                           media_url=lambda slot: f"/arena/media/{battle}/{slot}", retry=sides)
+    return StreamingResponse(stream, media_type="text/event-stream", headers=SSE_HEADERS)
+
+
+@router.get("/api/arena/pool", tags=["arena"])
+def api_pool(request: Request) -> Response:
+    """Each live pool model's health: the probe ``pool add`` sent, the last reply that worked and the
+    last that failed (with its reason), failures in a row and in the last hour. An admin token only
+    (``Authorization: Bearer``): a failure's time, seen during an open battle, would tell its voter
+    which model the failed side was."""
+    from datetime import UTC, datetime
+
+    scheme, _, token = (request.headers.get("authorization") or "").partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        return _problem(401, "the pool's health needs 'Authorization: Bearer <admin token>' (the server's own "
+                             "write token, see `harness serve --write-token-env`); `harness arena pool list` shows "
+                             "it too")
+    from ..tokens import identify
+
+    who = identify(request.app.state.sessions, token.strip(), getattr(request.app.state, "write_token", None))
+    if who is None or not who.admin:
+        return _problem(403, "the pool's health is for admin tokens only")
+    with request.app.state.sessions() as s:
+        models = pool.health(s, datetime.now(UTC).replace(tzinfo=None))
+    return JSONResponse({"models": models}, headers=NO_STORE)
 
 
 @router.post("/api/arena/chat/{battle}/vote", tags=["arena"])

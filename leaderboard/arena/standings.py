@@ -1,9 +1,14 @@
-"""Ratings from stored votes (with implausible voters excluded) and their plotly figures."""
+"""Ratings from stored votes (with implausible voters excluded) and their plotly figures.
+
+Votes are counted by model key (leaderboard/arena/keys.py), each key shown under its current name:
+a model whose label changed after it was voted on is still one model. Failed live replies are
+counted beside the ratings (leaderboard/arena/failures.py), never in them."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, cast
 
 import numpy as np
@@ -15,7 +20,8 @@ from harness.ratings_style import rate_with_style
 from harness.store.schema_arena import ArenaVoteRow
 from harness.voter_audit import VoterFlag, implausible_voters
 
-from . import categories
+from . import categories, failures
+from .keys import display_names, legacy_resolver, or_label
 
 OUTCOME_TO_BT = {"left": "a", "right": "b", "tie": "tie", "both_bad": "both_bad"}
 
@@ -28,19 +34,43 @@ class Standings:
     excluded: list[VoterFlag] = field(default_factory=list)
     style: bool = False
     category: str | None = None
+    keys: dict[str, str] = field(default_factory=dict)  # shown name -> model key
+    failures: list[dict[str, Any]] = field(default_factory=list)  # per model: failed live replies, battles
 
 
-def load_votes(session: Session, task: str | None,
-               category: str | None = None) -> list[tuple[str, str, str, str, dict[str, Any]]]:
-    """(voter, left, right, outcome, features) of every vote not flagged at intake or by an audit;
-    ``category``: only votes whose battle categories match (leaderboard/arena/categories.py)."""
-    q = select(ArenaVoteRow.voter_hash, ArenaVoteRow.left_model, ArenaVoteRow.right_model, ArenaVoteRow.outcome,
-               ArenaVoteRow.features, ArenaVoteRow.categories).where(ArenaVoteRow.flagged.is_(False))
+Vote = tuple[str, str, str, str, dict[str, Any]]
+
+
+def load_keyed(session: Session, task: str | None,
+               category: str | None = None) -> tuple[list[Vote], list[tuple[str, str]]]:
+    """(voter, left key, right key, outcome, features) of every vote not flagged at intake or by an
+    audit, and every (key, label as stored) pair in vote order; ``category``: only votes whose battle
+    categories match (leaderboard/arena/categories.py)."""
+    v = ArenaVoteRow
+    q = select(v.voter_hash, v.left_key, v.left_model, v.right_key, v.right_model, v.outcome, v.features,
+               v.categories, v.task).where(v.flagged.is_(False))
     if task:
-        q = q.where(ArenaVoteRow.task == task)
+        q = q.where(v.task == task)
     filters = categories.parse_filter(category)
-    rows = session.execute(q.order_by(ArenaVoteRow.id))
-    return [(r[0], r[1], r[2], r[3], r[4]) for r in rows if not filters or categories.matches(r[5], filters)]
+    votes: list[Vote] = []
+    seen: list[tuple[str, str]] = []
+    resolve = legacy_resolver(session)
+    for voter, lk, lm, rk, rm, outcome, features, cats, vtask in session.execute(q.order_by(v.id)):
+        if filters and not categories.matches(cats, filters):
+            continue
+        live = vtask in failures.LIVE_TASKS
+        lk, rk = resolve(or_label(lk, lm), live), resolve(or_label(rk, rm), live)
+        votes.append((voter, lk, rk, outcome, features))
+        seen += [(lk, lm), (rk, rm)]
+    return votes, seen
+
+
+def load_votes(session: Session, task: str | None, category: str | None = None) -> list[Vote]:
+    """(voter, left, right, outcome, features) of every counted vote, each model under its current
+    name, one name per model key."""
+    votes, seen = load_keyed(session, task, category)
+    names = display_names(session, seen)
+    return [(voter, names[lk], names[rk], outcome, features) for voter, lk, rk, outcome, features in votes]
 
 
 def category_summary(session: Session) -> dict[str, dict[str, int]]:
@@ -60,9 +90,15 @@ def flag_voters(votes: list[tuple[str, str, str, str, dict[str, Any]]], min_vote
 def compute(
     session: Session, task: str | None, *, ci: str = "bootstrap", rounds: int = 100, min_votes: int = 0,
     provisional_votes: int = 0, exclude_implausible: bool = True, outlier_min_votes: int = 10,
-    style: bool = False, seed: int = 0, category: str | None = None,
+    style: bool = False, seed: int = 0, category: str | None = None, now: datetime | None = None,
 ) -> Standings:
-    votes = load_votes(session, task, category)
+    keyed, seen = load_keyed(session, task, category)
+    tallies = failures.tally(session, task, category, now or datetime.now(UTC).replace(tzinfo=None))
+    names = display_names(session, [*seen, *((k, t.label) for k, t in tallies.items())])
+    votes = [(voter, names[lk], names[rk], outcome, f) for voter, lk, rk, outcome, f in keyed]
+    order = sorted(tallies, key=lambda k: (-tallies[k].failures, names[k]))
+    failed: list[dict[str, Any]] = [{"model": names[k], "key": k, "failures": tallies[k].failures,
+                                     "battles": tallies[k].battles} for k in order]
     excluded = flag_voters(votes, outlier_min_votes) if exclude_implausible else []
     if excluded:
         drop = {f.voter for f in excluded}
@@ -76,7 +112,8 @@ def compute(
         )
     else:
         ratings = rate_counts(pair_counts(tuples), ci=ci, rounds=rounds, **options)
-    return Standings(ratings, task, len(votes), excluded, style and bool(votes), category)
+    return Standings(ratings, task, len(votes), excluded, style and bool(votes), category,
+                     {n: k for k, n in names.items()}, failed)
 
 
 def apply_flags(session: Session, flags: list[VoterFlag], task: str | None = None) -> int:

@@ -10,7 +10,11 @@ A token is good for the kind of battle it was issued for only (``kind``: stored 
 ``/api/arena/vote`` and ``/arena/vote``, live ones through ``/api/arena/chat/{battle}/vote``). A
 live vote also passes :func:`.live.admit_vote` inside the same transaction, after the claim has
 locked the battle row: no turn may be running, and a reply that names its own model flags the vote
-as it is written.
+as it is written. Either kind is refused when a side did not answer (a stored output with an error,
+a failed live reply: leaderboard/arena/failures.py): a failure is counted, never rated.
+
+A vote names each model by its display label and by its stable key (leaderboard/arena/keys.py): the
+battle's own key (live battles), else its stored result row's model, else the label.
 """
 
 from __future__ import annotations
@@ -24,11 +28,13 @@ from sqlalchemy import Boolean, DateTime, String, Table, Text, bindparam, case, 
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
+from harness.store.schema import RunRow, SampleResultRow
 from harness.store.schema_arena import ArenaBattleRow, ArenaVoteRow
 
-from . import tokens
+from . import failures, tokens
 from .battles import naive_utc
 from .config import ArenaConfig
+from .keys import model_key, or_label
 
 OUTCOMES = ("left", "right", "tie", "both_bad")
 
@@ -59,7 +65,12 @@ class VoteResult:
 _B = ArenaBattleRow.__table__.c
 _V = ArenaVoteRow.__table__.c
 _BATTLE = select(_B.id, _B.task, _B.sample_id, _B.epoch, _B.left_model, _B.right_model, _B.expires_at,
-                 _B.voted_at).where(_B.public_id == bindparam("pid"))
+                 _B.voted_at, _B.left_key, _B.right_key, _B.left_result_id,
+                 _B.right_result_id).where(_B.public_id == bindparam("pid"))
+_S = SampleResultRow.__table__.c
+_R = RunRow.__table__.c
+_RESULTS = (select(_S.id, _R.model_id, _S.error, _S.output, _S.prediction).join_from(
+    SampleResultRow.__table__, RunRow.__table__, _R.id == _S.run_id).where(_S.id.in_(bindparam("ids", expanding=True))))
 _CLAIM = (update(cast(Table, ArenaBattleRow.__table__)).where(_B.id == bindparam("bid"), _B.voted_at.is_(None))
           .values(voted_at=bindparam("stamp", type_=DateTime)))
 
@@ -74,14 +85,29 @@ def _recent_stmt(column: Any) -> Any:
 _RECENT_VOTER = _recent_stmt(_V.voter_hash)
 _RECENT_IP = _recent_stmt(_V.ip_hash)
 _COPY = insert(cast(Table, ArenaVoteRow.__table__)).from_select(
-    ["battle_id", "task", "sample_id", "left_model", "right_model", "outcome", "voter_hash", "ip_hash", "served_at",
-     "created_at", "features", "categories", "flagged", "flag_reason"],
-    select(_B.id, _B.task, _B.sample_id, _B.left_model, _B.right_model, bindparam("outcome", type_=String),
+    ["battle_id", "task", "sample_id", "left_model", "right_model", "left_key", "right_key", "outcome", "voter_hash",
+     "ip_hash", "served_at", "created_at", "features", "categories", "flagged", "flag_reason"],
+    select(_B.id, _B.task, _B.sample_id, _B.left_model, _B.right_model, bindparam("left_key", type_=String),
+           bindparam("right_key", type_=String), bindparam("outcome", type_=String),
            bindparam("voter", type_=String), bindparam("ip", type_=String), _B.created_at,
            bindparam("stamp", type_=DateTime), _B.features, _B.categories, bindparam("flagged", type_=Boolean),
            bindparam("reason", type_=Text)).where(_B.id == bindparam("bid")),
 )
 _PG_LOCK = text("SELECT pg_advisory_xact_lock(:k)")
+
+
+def _stored_sides(conn: Any, battle: Any) -> tuple[str, str]:
+    """A stored battle's model keys; refuses the vote when a side's output did not answer (an error,
+    nothing at all, or a result row that is gone)."""
+    ids = [i for i in (battle.left_result_id, battle.right_result_id) if i is not None]
+    rows = {r.id: r for r in conn.execute(_RESULTS, {"ids": ids})} if ids else {}
+    keys = []
+    for rid, key in ((battle.left_result_id, battle.left_key), (battle.right_result_id, battle.right_key)):
+        row = rows.get(rid)
+        if row is None or not failures.answered(row.error, row.output, row.prediction):
+            raise VoteRefused(409, failures.FAILED_OUTPUT)
+        keys.append(key or model_key(row.model_id))
+    return keys[0], keys[1]
 
 
 def cast_vote(
@@ -112,6 +138,12 @@ def cast_vote(
         raise VoteRefused(403, "battle token expired")
     if battle.voted_at is not None:
         raise VoteRefused(409, "battle token already used")
+    if kind == tokens.STORED:
+        with engine.connect() as conn:
+            left_key, right_key = _stored_sides(conn, battle)
+    else:  # a live battle's keys were set when it started; its replies are checked inside the transaction
+        left_key, right_key = or_label(battle.left_key, battle.left_model), or_label(battle.right_key,
+                                                                                      battle.right_model)
 
     stamp = naive_utc(now)
     window = {"minute": stamp - timedelta(minutes=1), "day": stamp - timedelta(days=1)}
@@ -137,7 +169,8 @@ def cast_vote(
             ):  # the battle stays open: the voter may come back later
                 raise VoteRefused(429, "vote limit reached: try again later")
             conn.execute(_COPY, {"bid": battle.id, "outcome": outcome, "voter": voter_hash, "ip": ip_hash,
-                                 "stamp": stamp, "flagged": reason is not None, "reason": reason})
+                                 "stamp": stamp, "flagged": reason is not None, "reason": reason,
+                                 "left_key": left_key, "right_key": right_key})
     except IntegrityError:
         raise VoteRefused(409, "battle token already used") from None
     return VoteResult(public_id, battle.task, battle.left_model, battle.right_model, outcome, reason is not None)
