@@ -59,7 +59,15 @@ class SweepResult:
 
     @property
     def complete(self) -> bool:
-        return set(self.units) <= {"done"}
+        """Every unit done and every run finished: a run whose finaliser died has all its units done and
+        no metrics, and a sweep that stops there must not look complete (a rerun finishes it)."""
+        return set(self.units) <= {"done"} and not self.unfinished_runs
+
+    @property
+    def unfinished_runs(self) -> list[str]:
+        from harness.finalize import UNFINISHED
+
+        return [str(r.get("run")) for r in self.runs if r.get("status") in UNFINISHED]
 
 
 def _say(opts: SweepOptions, text: str) -> None:

@@ -173,3 +173,16 @@ def test_one_worker_in_process_works_the_units_off_and_opens_slots_for_a_concurr
     with sessions() as s:
         run = s.scalar(select(RunRow).where(RunRow.name == entries[0].run_name))
         assert run is not None and run.status == "finished" and run.n_samples == 12 and run.n_done == 12
+
+
+def test_a_sweep_with_a_run_left_unfinished_is_not_complete() -> None:
+    """Every unit done but the finaliser killed: the driver must not exit 0 as if the sweep were done."""
+    from harness.sweep import SweepResult
+
+    done = SweepResult(1, "s", True, [{"run": "a", "status": "finished"}, {"run": "b", "status": "failed"}],
+                       units={"done": 4})
+    assert done.complete  # a run whose samples all failed is finished work, not a stuck one
+    stuck = SweepResult(1, "s", True, [{"run": "a", "status": "finished"}, {"run": "b", "status": "finalizing"}],
+                        units={"done": 4})
+    assert not stuck.complete and stuck.unfinished_runs == ["b"]
+    assert not SweepResult(1, "s", True, [], units={"done": 3, "leased": 1}).complete

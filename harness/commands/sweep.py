@@ -87,8 +87,13 @@ def run_sweep(db: str | None, matrix: Any, *, workers: int, unit_size: int | Non
         e for w in result.workers for e in w.get("errors", [])]
     if not result.complete:
         first = f": {failed[0]}" if failed else ""
-        fail(f"{sum(n for s, n in result.units.items() if s != 'done')} units not done{first} "
-             "(rerun the same command to continue)")
+        not_done = sum(n for s, n in result.units.items() if s != "done")
+        if not_done:
+            fail(f"{not_done} units not done{first} (rerun the same command to continue)")
+        left = result.unfinished_runs
+        more = ", ..." if len(left) > 1 else ""
+        fail(f"{len(left)} run(s) have every unit done but are not finished ({left[0]!r}{more}){first} "
+             "(rerun the same command to finish them)")
 
 
 def _table(rows: list[dict[str, Any]], title: str) -> None:
