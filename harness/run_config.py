@@ -96,8 +96,52 @@ def default_run_name(task: Task, cfg: EvalConfig) -> str:
     return f"{task.name}__{_slug(cfg.model)}__{stable_hash(cfg.identity(task))[:8]}"
 
 
+_SCALARS: dict[Any, str] = {int: "an integer", float: "a number", bool: "true or false"}
+
+
+def _scalar_hint(hint: Any) -> Any | None:
+    """``int``, ``float`` or ``bool``, alone or with ``None``; anything else is the factory's to check."""
+    import types
+    import typing
+
+    if hint in _SCALARS:
+        return hint
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        rest = [a for a in typing.get_args(hint) if a is not type(None)]
+        if len(rest) == 1 and rest[0] in _SCALARS:
+            return rest[0]
+    return None
+
+
+def check_option_types(name: str, factory: Any, options: dict[str, Any]) -> None:
+    """Refuse, in one line before the factory runs, a ``-T`` value its annotation says is an integer, a
+    number or a boolean and that is none (``-T n=abc`` on ``n: int``). Values that pass are handed to the
+    factory unchanged: this only checks, so a factory's own reading of its options stays as it was."""
+    import inspect
+    import math
+    import typing
+
+    from pydantic import TypeAdapter, ValidationError
+
+    try:
+        hints = typing.get_type_hints(inspect.unwrap(factory))
+    except Exception:  # an annotation that does not resolve here: nothing to check against
+        return
+    for key, value in options.items():
+        scalar = _scalar_hint(hints.get(key))
+        if scalar is None or value is None:  # None: the factory's own "not given"
+            continue
+        try:
+            checked = TypeAdapter(scalar).validate_python(value)
+        except ValidationError:
+            checked = None
+        if checked is None or (isinstance(checked, float) and not math.isfinite(checked)):
+            raise RunConfigError(f"task {name!r}: -T {key}={value!r} is not {_SCALARS[scalar]}")
+
+
 def build_task(name: str, options: dict[str, Any]) -> Task:
     entry = lookup("task", name)
+    check_option_types(name, entry.factory, options)
     try:
         task: Task = entry.factory(**options)
     except UserError:
