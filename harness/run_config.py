@@ -134,9 +134,9 @@ def check_option_types(name: str, factory: Any, options: dict[str, Any]) -> None
         try:
             checked = TypeAdapter(scalar).validate_python(value)
         except ValidationError:
-            checked = None
-        if checked is None or (isinstance(checked, float) and not math.isfinite(checked)):
-            raise RunConfigError(f"task {name!r}: -T {key}={value!r} is not {_SCALARS[scalar]}")
+            raise RunConfigError(f"task {name!r}: -T {key} must be {_SCALARS[scalar]}, got {value!r}") from None
+        if isinstance(checked, float) and not math.isfinite(checked):
+            raise RunConfigError(f"task {name!r}: -T {key} must be a finite number, got {value!r}")
 
 
 def build_task(name: str, options: dict[str, Any]) -> Task:
