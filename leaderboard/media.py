@@ -1,7 +1,10 @@
 """Media files shown on the run page: only files under an allowed root are ever served.
 
 Roots come from ``create_app(media_roots=...)`` or ``HARNESS_MEDIA_ROOT`` (os.pathsep-separated).
-A path is resolved (symlinks and ``..`` included) before the check, so nothing outside escapes.
+A stored path is absolute, or relative to a media root (``harness demo`` stores its paths relative to
+its media folder: harness/stored_paths.py) or to the server's current folder. It is resolved
+(symlinks and ``..`` included) before the check, so nothing outside escapes. A served file's URL
+names it relative to its root, never by the server's absolute path.
 """
 
 from __future__ import annotations
@@ -25,20 +28,39 @@ def media_roots_from_env() -> list[Path]:
 
 
 def allowed_path(path: str, roots: list[Path]) -> Path | None:
-    """The resolved file if it exists under one of ``roots``, else None."""
+    """The resolved file if it exists under one of ``roots``, else None. A relative ``path`` is looked
+    for under each root in order, then under the current folder."""
     if not path or not roots or "\x00" in path:
         return None
-    try:
-        real = Path(path).resolve(strict=True)
-    except (OSError, RuntimeError):
-        return None
+    given = Path(path)
+    candidates = [given] if given.is_absolute() else [*(root / given for root in roots), given]
+    for candidate in candidates:
+        try:
+            real = candidate.resolve(strict=True)
+        except (OSError, RuntimeError):
+            continue
+        for root in roots:
+            try:
+                if real.is_relative_to(root.resolve()) and real.is_file():
+                    return real
+            except OSError:
+                continue
+    return None
+
+
+def url_path(real: Path, roots: list[Path]) -> str:
+    """How a served file is named in its URL: relative to the first root it lies under that names it
+    back to the same file (the server's absolute path stays off the page), else absolute."""
     for root in roots:
         try:
-            if real.is_relative_to(root.resolve()) and real.is_file():
-                return real
-        except OSError:
+            base = root.resolve()
+        except (OSError, RuntimeError):
             continue
-    return None
+        if real.is_relative_to(base):
+            rel = real.relative_to(base).as_posix()
+            if allowed_path(rel, roots) == real:
+                return rel
+    return str(real)
 
 
 def kind_of(path: str, declared: str = "") -> str:
@@ -74,7 +96,7 @@ class MediaItem:
 
 def media_item(label: str, declared: str, path: str, roots: list[Path]) -> MediaItem:
     ok = allowed_path(path, roots)
-    url = "/media?path=" + quote(str(ok)) if ok else None
+    url = "/media?path=" + quote(url_path(ok, roots)) if ok else None
     return MediaItem(label, declared, path, kind_of(path, declared), url, mimetypes.guess_type(path)[0] or "")
 
 

@@ -3,6 +3,9 @@
 Which run stands for a (model, task) pair on the overview: the newest run (highest id) of that model
 on that task name that has a headline metric row, finished runs preferred over unfinished ones. Older
 runs and other task versions stay visible on the model, task and run pages.
+
+Which results are compared: only those of models of one kind (:mod:`.kinds`), at one task setting
+(:mod:`.comparable`), and never a run whose judge is a stub. The others are shown, marked, unranked.
 """
 
 from __future__ import annotations
@@ -18,6 +21,9 @@ from sqlalchemy.orm import Session
 from harness.store.schema import OPERATOR, JudgementRow, MetricRow, ModelRow, RunRow, SampleResultRow, TaskRow
 from harness.types import Direction, MetricInfo
 
+from .comparable import mark_settings
+from .kinds import KIND_ORDER, judge_is_stub, model_kind
+from .model_cards import ModelCard, card_for
 from .names import model_labels
 from .ranking import PROVISIONAL_N, Scored, direction_of, metric_info, rank_ranges
 from .sample_filter import SampleFilter, clamp_page, conditions, order_by, parse_filter, parse_sort, score_value
@@ -53,6 +59,11 @@ class RunInfo:
     cost_per_sample: float | None = None
     task_metrics: dict[str, Any] = field(default_factory=dict)  # the task row's declarations
     task_owner: str = OPERATOR  # whose declaration that is (harness.store.schema: the operator or a push token)
+    judge_spec: str | None = None
+    model_owner: str = OPERATOR
+    # set where results are compared (comparable.mark_settings): this run's task settings are not the
+    # ones its column (or task page group) compares at, so it is shown, marked, never ranked or paired
+    settings_differ: bool = False
 
     @property
     def info(self) -> MetricInfo | None:
@@ -66,6 +77,26 @@ class RunInfo:
     @property
     def scored(self) -> Scored:
         return Scored(self.value, self.ci_low, self.ci_high)
+
+    @property
+    def settings(self) -> str:
+        """What the task measured: its version and content hash (data, prompts and the options that
+        change them, as the task declares: ``-T episodes=3`` and ``=2`` are two settings)."""
+        return f"{self.task_version}:{self.task_hash}"
+
+    @property
+    def stub_judge(self) -> bool:
+        """The judge is a stub backend (canned verdicts): the scores measure nothing, never ranked."""
+        return judge_is_stub(self.judge_spec)
+
+    @property
+    def comparable(self) -> bool:
+        """Whether this result may be ranked and paired with others of its kind and column."""
+        return not self.stub_judge and not self.settings_differ
+
+    @property
+    def kind(self) -> str:
+        return model_kind(self.model_info, self.model_spec, self.model_owner)
 
 
 def _finite(v: float | None) -> float | None:
@@ -83,7 +114,7 @@ def run_infos(s: Session, *, task: str | None = None, model_id: int | None = Non
                TaskRow.id, TaskRow.name, TaskRow.version, TaskRow.content_hash, TaskRow.family, TaskRow.modalities,
                TaskRow.primary_metric, TaskRow.metrics, TaskRow.owner,
                ModelRow.id, ModelRow.display_name, ModelRow.spec, ModelRow.backend, ModelRow.info,
-               head.c.value, head.c.ci_low, head.c.ci_high, head.c.n, cps.c.value)
+               head.c.value, head.c.ci_low, head.c.ci_high, head.c.n, cps.c.value, RunRow.judge_spec, ModelRow.owner)
         .join(TaskRow, RunRow.task_id == TaskRow.id)
         .join(ModelRow, RunRow.model_id == ModelRow.id)
         .outerjoin(head, and_(head.c.run_id == RunRow.id, head.c.name == TaskRow.primary_metric,
@@ -101,14 +132,14 @@ def run_infos(s: Session, *, task: str | None = None, model_id: int | None = Non
     labels = model_labels(s)
     for row in s.execute(q):
         (rid, rname, status, n_done, n_samples, n_err, cost, fin, tid, tname, tver, thash, fam, mods, pm, tmetrics,
-         towner, mid, mdisp, mspec, backend, minfo, val, lo, hi, n, cps_val) = row
+         towner, mid, mdisp, mspec, backend, minfo, val, lo, hi, n, cps_val, judge, mowner) = row
         per = _finite(cps_val)
         if per is None and n_done:
             per = (cost or 0.0) / n_done
         out.append(RunInfo(rid, rname, status, n_done, n_samples, n_err, cost or 0.0, fin, tid, tname, tver,
                            thash, fam, list(mods or []), pm, mid, labels.get(mid) or mdisp or mspec, mspec, backend,
                            dict(minfo or {}), _finite(val), _finite(lo), _finite(hi), n or 0, per,
-                           dict(tmetrics or {}), towner))
+                           dict(tmetrics or {}), towner, judge, mowner or OPERATOR))
     return out
 
 
@@ -195,6 +226,8 @@ class ModelLine:
     cells: dict[str, RunInfo] = field(default_factory=dict)
     win: WinRate = field(default_factory=lambda: WinRate(None, None, None, 0, 0))
     rank: tuple[int, int] | None = None
+    kind: str = "unknown"  # kinds.KIND_ORDER: the list it is ranked in
+    card: ModelCard | None = None  # the alias card's metadata, when a card names this model
 
 
 @dataclass(slots=True)
@@ -204,9 +237,14 @@ class OverviewData:
     families: list[str]
     modalities: list[str]
     backends: list[str]
+    # (kind, task) -> the settings that column of that kind's list compares at (comparable.py)
+    references: dict[tuple[str, str], str] = field(default_factory=dict)
 
 
-def model_size(info: dict[str, Any]) -> str:
+def model_size(info: dict[str, Any], card: ModelCard | None = None) -> str:
+    """The parameter count: the alias card's (the operator's word), else what the row's info says."""
+    if card is not None and card.parameters:
+        return card.parameters
     for key in ("size", "params", "parameters", "n_params"):
         if info.get(key) not in (None, ""):
             return str(info[key])
@@ -229,8 +267,18 @@ def overview_data(s: Session) -> OverviewData:
             align(s, by_task[tname], tasks[tname].metric)
         line = lines.get(mid)
         if line is None:
-            line = lines[mid] = ModelLine(mid, r.model, r.model_spec, r.backend, model_size(r.model_info))
+            card = card_for(r.model_spec)
+            line = lines[mid] = ModelLine(mid, r.model, r.model_spec, r.backend, model_size(r.model_info, card),
+                                          kind=r.kind, card=card)
         line.cells[tname] = r
+    # each kind's list compares each column at one setting: the others are marked (settings_differ)
+    references: dict[tuple[str, str], str] = {}
+    for kind in KIND_ORDER:
+        for tname in tasks:
+            group = [m.cells[tname] for m in lines.values() if m.kind == kind and tname in m.cells]
+            ref = mark_settings(group)
+            if ref is not None:
+                references[(kind, tname)] = ref
     cols = sorted(tasks.values(), key=lambda t: (t.family, t.name))
     return OverviewData(
         tasks=cols,
@@ -238,6 +286,7 @@ def overview_data(s: Session) -> OverviewData:
         families=sorted({t.family for t in cols if t.family}),
         modalities=sorted({m for t in cols for m in t.modalities}),
         backends=sorted({m.backend for m in lines.values() if m.backend}),
+        references=references,
     )
 
 
@@ -306,8 +355,10 @@ def metrics_of(s: Session, run_ids: list[int]) -> list[MetricRow]:
 
 def rank_lines(lines: list[ModelLine], key: str, direction: Direction | None) -> None:
     """Set each line's rank range by the score under ``key`` ("avg": the mean win rate, or a task
-    name); no ranks at all when that score has no declared direction."""
+    name); no ranks at all when that score has no declared direction. ``lines`` is one kind's list;
+    a cell that is not comparable (stub judge, other settings) gets no rank and moves no one's."""
+    none = Scored(None, None, None)
     scores = [line.win.scored if key == "avg" else (line.cells[key].scored if key in line.cells
-                                                    else Scored(None, None, None)) for line in lines]
+                                                    and line.cells[key].comparable else none) for line in lines]
     for line, rank in zip(lines, rank_ranges(scores, direction), strict=True):
         line.rank = rank

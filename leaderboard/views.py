@@ -22,7 +22,10 @@ from harness.store.schema import OPERATOR, ModelRow, RunRow, SampleResultRow, Ta
 from . import charts, queries
 from .badges import Badges
 from .cache import ViewCache
+from .comparable import mark_settings, short
+from .kinds import KIND_LABELS, KIND_NOTES, KIND_ORDER, model_kind
 from .media import sample_media
+from .model_cards import card_for
 from .names import model_labels
 from .ranking import PROVISIONAL_N, STANDARD, direction_of, direction_text, format_rank, metric_info, rank_ranges
 from .sample_filter import clamp_page, parse_filter, parse_sort, sort_options
@@ -71,6 +74,19 @@ def in_size_bucket(size: str, bucket: str) -> bool:
     return lo <= size_value(size) < hi
 
 
+@dataclass(slots=True)
+class KindList:
+    """One kind's ranked list on the overview: its lines, the columns it has results in, and the
+    settings each column compares at."""
+    kind: str
+    label: str
+    note: str
+    lines: list[queries.ModelLine]
+    tasks: list[queries.TaskColumn]
+    references: dict[str, str]  # task -> comparable.short(reference settings)
+    differs: set[str]  # tasks where a shown result is at other settings than the reference
+
+
 def overview_view(sessions: sessionmaker[Session], cache: ViewCache, p: OverviewParams) -> View:
     def load() -> queries.OverviewData:
         with sessions() as s:
@@ -82,72 +98,102 @@ def overview_view(sessions: sessionmaker[Session], cache: ViewCache, p: Overview
              and (not p.modality or p.modality in t.modalities)]
     names = [t.name for t in tasks]
     directions = {t.name: t.direction for t in tasks}
-    # win rates over every model with a result on the shown tasks (a model filter narrows the table,
-    # never the opponents a model is measured against)
-    wins = mean_win_rates({m.model_id: {n: m.cells[n].scored for n in names if n in m.cells} for m in data.lines},
-                          directions)
-    lines = []
-    for src in data.lines:
-        if p.backend and src.backend != p.backend:
-            continue
-        if p.size and not in_size_bucket(src.size, p.size):
-            continue
-        if p.q and p.q.lower() not in f"{src.model} {src.spec}".lower():
-            continue
-        cells = {n: src.cells[n] for n in names if n in src.cells}
-        if not cells:
-            continue
-        line = queries.ModelLine(src.model_id, src.model, src.spec, src.backend, src.size, cells)
-        line.win = wins[src.model_id]
-        lines.append(line)
-
     sort = p.sort if p.sort in SORT_KEYS or (p.sort.startswith("task:") and p.sort[5:] in names) else "avg"
     rank_key = sort[5:] if sort.startswith("task:") else "avg"
     rank_direction = "higher" if rank_key == "avg" else directions.get(rank_key)
-    queries.rank_lines(lines, rank_key, rank_direction)
+    # best first by the declared direction; a column of unknown direction sorts high to low (a sort, not a rank)
+    natural_desc = sort == "avg" or (sort.startswith("task:") and rank_direction != "lower")
+    desc = {"asc": False, "desc": True}.get(p.dir, natural_desc)
 
+    lists: list[KindList] = []
+    for kind in KIND_ORDER:
+        members = [m for m in data.lines if m.kind == kind]
+        if not members:
+            continue
+        # win rates within the kind, over every model of it with a comparable result on the shown
+        # tasks (a model filter narrows the table, never the opponents a model is measured against)
+        wins = mean_win_rates({m.model_id: {n: m.cells[n].scored for n in names
+                                            if n in m.cells and m.cells[n].comparable} for m in members},
+                              directions)
+        lines = [line for src in members if (line := _filtered_line(src, names, p)) is not None]
+        for line in lines:
+            line.win = wins[line.model_id]
+        queries.rank_lines(lines, rank_key, rank_direction)
+        lines = _sorted_lines(lines, sort, rank_key, desc)
+        if not lines:
+            continue
+        shown = [t for t in tasks if any(t.name in m.cells for m in lines)]
+        refs = {t.name: short(ref) for t in shown if (ref := data.references.get((kind, t.name)))}
+        differs = {n for m in lines for n, c in m.cells.items() if c.settings_differ}
+        lists.append(KindList(kind, KIND_LABELS[kind], KIND_NOTES[kind], lines, shown, refs, differs))
+
+    table = Table("overview", ["kind", "rank_best", "rank_worst", "model", "model_id", "spec", "backend", "size",
+                               "organisation", "licence", "mean_win_rate", "mean_win_rate_ci_low",
+                               "mean_win_rate_ci_high", "win_rate_n_tasks", "win_rate_n_opponents"]
+                  + [f"{n}{suffix}" for n in names for suffix in ("", "_ci_low", "_ci_high", "_n", "_run_id",
+                                                                   "_provisional", "_settings", "_settings_differ",
+                                                                   "_stub_judge")])
+    for group in lists:
+        for m in group.lines:
+            row: list[Any] = [group.kind, m.rank[0] if m.rank else None, m.rank[1] if m.rank else None, m.model,
+                              m.model_id, m.spec, m.backend, m.size, m.card.organisation if m.card else "",
+                              m.card.licence if m.card else "", m.win.value, m.win.ci_low, m.win.ci_high,
+                              m.win.n_tasks, m.win.n_opponents]
+            for n in names:
+                c = m.cells.get(n)
+                row += ([c.value, c.ci_low, c.ci_high, c.n, c.run_id, c.provisional, short(c.settings),
+                         c.settings_differ, c.stub_judge] if c else [None] * 9)
+            table.rows.append(row)
+    all_lines = [m for group in lists for m in group.lines]
+    n_runs = sum(len(m.cells) for m in all_lines)
+    return View("overview.html", {
+        "page_title": "Leaderboard", "nav": "overview", "tasks": tasks, "lists": lists, "lines": all_lines,
+        "params": p.as_dict(), "sort": sort, "desc": desc, "rank_key": rank_key, "families": data.families,
+        "modalities": data.modalities, "backends": data.backends, "n_runs": n_runs, "sizes": list(SIZE_BUCKETS),
+        "provisional_n": PROVISIONAL_N, "format_rank": format_rank, "direction_text": direction_text,
+        "unranked_tasks": [t for t in tasks if t.direction is None], "short": short,
+    }, {"overview": table})
+
+
+def _filtered_line(src: queries.ModelLine, names: list[str], p: OverviewParams) -> queries.ModelLine | None:
+    """A copy of ``src`` with the shown columns' cells, or None when the model filters leave it out
+    (the cached line is never changed: it is shared by every request)."""
+    if p.backend and src.backend != p.backend:
+        return None
+    if p.size and not in_size_bucket(src.size, p.size):
+        return None
+    if p.q and p.q.lower() not in f"{src.model} {src.spec}".lower():
+        return None
+    cells = {n: src.cells[n] for n in names if n in src.cells}
+    if not cells:
+        return None
+    return queries.ModelLine(src.model_id, src.model, src.spec, src.backend, src.size, cells, kind=src.kind,
+                             card=src.card)
+
+
+def _sorted_lines(lines: list[queries.ModelLine], sort: str, rank_key: str, desc: bool) -> list[queries.ModelLine]:
     def score_of(line: queries.ModelLine) -> float | None:
         if rank_key == "avg":
             return line.win.value
         cell = line.cells.get(rank_key)
         return cell.value if cell else None
 
-    # best first by the declared direction; a column of unknown direction sorts high to low (a sort, not a rank)
-    natural_desc = sort == "avg" or (sort.startswith("task:") and rank_direction != "lower")
-    desc = {"asc": False, "desc": True}.get(p.dir, natural_desc)
     if sort in ("model", "backend"):
-        lines.sort(key=lambda m: (getattr(m, sort) or "").lower(), reverse=desc)
-    elif sort == "size":
-        lines.sort(key=lambda m: size_value(m.size), reverse=desc)
-    elif sort == "rank":
-        lines.sort(key=lambda m: (m.rank is None, m.rank or (0, 0), m.model.lower()), reverse=desc)
-    else:  # missing scores always last
-        present = [m for m in lines if score_of(m) is not None]
-        missing = [m for m in lines if score_of(m) is None]
-        present.sort(key=lambda m: score_of(m) or 0.0, reverse=desc)
-        lines = present + sorted(missing, key=lambda m: m.model.lower())
+        return sorted(lines, key=lambda m: (getattr(m, sort) or "").lower(), reverse=desc)
+    if sort == "size":
+        return sorted(lines, key=lambda m: size_value(m.size), reverse=desc)
+    if sort == "rank":
+        return sorted(lines, key=lambda m: (m.rank is None, m.rank or (0, 0), m.model.lower()), reverse=desc)
+    def compared(line: queries.ModelLine) -> bool:
+        return rank_key == "avg" or line.cells[rank_key].comparable
 
-    table = Table("overview", ["rank_best", "rank_worst", "model", "model_id", "spec", "backend", "size",
-                               "mean_win_rate", "mean_win_rate_ci_low", "mean_win_rate_ci_high", "win_rate_n_tasks",
-                               "win_rate_n_opponents"]
-                  + [f"{n}{suffix}" for n in names for suffix in ("", "_ci_low", "_ci_high", "_n", "_run_id",
-                                                                   "_provisional")])
-    for m in lines:
-        row: list[Any] = [m.rank[0] if m.rank else None, m.rank[1] if m.rank else None, m.model, m.model_id, m.spec,
-                          m.backend, m.size, m.win.value, m.win.ci_low, m.win.ci_high, m.win.n_tasks,
-                          m.win.n_opponents]
-        for n in names:
-            c = m.cells.get(n)
-            row += [c.value, c.ci_low, c.ci_high, c.n, c.run_id, c.provisional] if c else [None] * 6
-        table.rows.append(row)
-    n_runs = sum(len(m.cells) for m in lines)
-    return View("overview.html", {
-        "page_title": "Leaderboard", "nav": "overview", "tasks": tasks, "lines": lines, "params": p.as_dict(),
-        "sort": sort, "desc": desc, "rank_key": rank_key, "families": data.families,
-        "modalities": data.modalities, "backends": data.backends, "n_runs": n_runs, "sizes": list(SIZE_BUCKETS),
-        "provisional_n": PROVISIONAL_N, "format_rank": format_rank, "direction_text": direction_text,
-        "unranked_tasks": [t for t in tasks if t.direction is None],
-    }, {"overview": table})
+    # missing scores always last; before them the results shown but not compared (a stub judge's
+    # 100.0 never heads a column it is not ranked in)
+    present = [m for m in lines if score_of(m) is not None]
+    missing = [m for m in lines if score_of(m) is None]
+    present.sort(key=lambda m: score_of(m) or 0.0, reverse=desc)
+    present.sort(key=lambda m: not compared(m))  # stable: the value order holds within each part
+    return present + sorted(missing, key=lambda m: m.model.lower())
 
 
 _SIZE = re.compile(r"([0-9]+(?:\.[0-9]+)?)\s*([kmbt]?)", re.I)
@@ -164,13 +210,13 @@ def size_value(size: str) -> float:
 
 RUN_COLUMNS = ["run_id", "run_name", "model", "model_id", "task", "task_version", "task_hash", "status", "n",
                "n_done", "n_samples", "n_errors", "metric", "value", "ci_low", "ci_high", "cost_per_sample",
-               "total_cost", "finished_at"]
+               "total_cost", "finished_at", "kind", "judge_spec", "stub_judge"]
 
 
 def _run_row(r: queries.RunInfo) -> list[Any]:
     return [r.run_id, r.run_name, r.model, r.model_id, r.task, r.task_version, r.task_hash, r.status, r.n, r.n_done,
             r.n_samples, r.n_errors, r.primary_metric, r.value, r.ci_low, r.ci_high, r.cost_per_sample,
-            r.total_cost, r.finished_at.isoformat() if r.finished_at else None]
+            r.total_cost, r.finished_at.isoformat() if r.finished_at else None, r.kind, r.judge_spec, r.stub_judge]
 
 
 METRIC_COLUMNS = ["run_id", "model", "metric", "breakdown_key", "breakdown_value", "value", "ci_low", "ci_high", "n"]
@@ -192,10 +238,24 @@ def task_view(sessions: sessionmaker[Session], name: str) -> View:
                             .order_by(TaskRow.owner != OPERATOR, TaskRow.id.desc()).limit(1))
     info = metric_info(declared, metric)
     direction = direction_of(info)
-    best = sorted((r for r in runs if r.run_id in chosen), key=lambda r: r.value or 0.0,
-                  reverse=direction != "lower")
-    ranks = dict(zip((r.run_id for r in best), rank_ranges([r.scored for r in best], direction), strict=True))
-    front = charts.pareto_run_ids(best, direction)
+    # one group per kind of model, each compared at its own reference settings: ranks and the Pareto
+    # front come from a group's comparable runs only (never a stub judge's, never another setting's)
+    best: list[queries.RunInfo] = []
+    ranks: dict[int, tuple[int, int] | None] = {}
+    front: set[int] = set()
+    references: dict[str, str] = {}
+    for kind in KIND_ORDER:
+        group = sorted((r for r in runs if r.run_id in chosen and r.kind == kind), key=lambda r: r.value or 0.0,
+                       reverse=direction != "lower")
+        if not group:
+            continue
+        ref = mark_settings(group)
+        references[kind] = short(ref) if ref else ""
+        compared = [r for r in group if r.comparable]
+        ranks.update(zip((r.run_id for r in compared), rank_ranges([r.scored for r in compared], direction),
+                         strict=True))
+        front |= charts.pareto_run_ids(compared, direction)
+        best += [r for r in group if r.comparable] + [r for r in group if not r.comparable]
     others = [r for r in runs if r.run_id not in chosen]
     by_run = {r.run_id: r for r in runs}
 
@@ -215,21 +275,24 @@ def task_view(sessions: sessionmaker[Session], name: str) -> View:
     for b in breakdowns.values():
         b["values"] = sorted(b["values"])
 
-    rtable = Table("runs", ["rank_best", "rank_worst", "pareto"] + RUN_COLUMNS)
+    rtable = Table("runs", ["rank_best", "rank_worst", "pareto", "settings_differ"] + RUN_COLUMNS)
     for r in best:
         rk = ranks.get(r.run_id)
-        rtable.rows.append([rk[0] if rk else None, rk[1] if rk else None, r.run_id in front] + _run_row(r))
+        rtable.rows.append([rk[0] if rk else None, rk[1] if rk else None, r.run_id in front, r.settings_differ]
+                           + _run_row(r))
     for r in others:
-        rtable.rows.append([None, None, None] + _run_row(r))
+        rtable.rows.append([None, None, None, None] + _run_row(r))
+    compared = [r for r in best if r.comparable]
     return View("task.html", {
         "page_title": f"Task {name}", "nav": "tasks", "name": name, "description": desc_row or "",
         "metric": metric, "info": info, "direction": direction, "direction_text": direction_text,
         "metric_infos": {n: metric_info(declared, n) for n in {m.name for m in metrics} | {metric}},
         "best": best, "others": others, "ranks": ranks, "front": front,
         "overall_names": overall_names, "overall": overall, "breakdowns": breakdowns,
-        "format_rank": format_rank, "provisional_n": PROVISIONAL_N,
-        "chart_scores": charts.score_ci_chart(best, metric, info),
-        "chart_cost": charts.cost_pareto_chart(best, metric, info),
+        "format_rank": format_rank, "provisional_n": PROVISIONAL_N, "kind_labels": KIND_LABELS,
+        "references": references, "short": short,
+        "chart_scores": charts.score_ci_chart(compared, metric, info),
+        "chart_cost": charts.cost_pareto_chart(compared, metric, info),
         "chart_task": _task_chart(sessions, name),
     }, {"runs": rtable, "metrics": mtable})
 
@@ -281,15 +344,19 @@ def models_view(sessions: sessionmaker[Session]) -> View:
               .group_by(RunRow.model_id).subquery())  # grouped apart: PostgreSQL cannot GROUP BY a JSON column
     with sessions() as s:
         rows = s.execute(
-            select(ModelRow.id, ModelRow.display_name, ModelRow.spec, ModelRow.backend, ModelRow.info,
+            select(ModelRow.id, ModelRow.display_name, ModelRow.spec, ModelRow.backend, ModelRow.info, ModelRow.owner,
                    func.coalesce(counts.c.runs, 0), func.coalesce(counts.c.tasks, 0))
             .outerjoin(counts, counts.c.model_id == ModelRow.id).order_by(ModelRow.display_name, ModelRow.id)).all()
         labels = model_labels(s)
-    table = Table("models", ["model_id", "model", "spec", "backend", "size", "runs", "tasks"])
-    for mid, disp, spec, backend, info, n_runs, n_tasks in rows:
-        table.rows.append([mid, labels.get(mid, disp or spec), spec, backend, queries.model_size(info or {}), n_runs,
-                           n_tasks])
-    return View("models.html", {"page_title": "Models", "nav": "models", "rows": table.records()}, {"models": table})
+    table = Table("models", ["model_id", "model", "spec", "backend", "kind", "size", "organisation", "licence", "link",
+                             "runs", "tasks"])
+    for mid, disp, spec, backend, info, owner, n_runs, n_tasks in rows:
+        card = card_for(spec)
+        table.rows.append([mid, labels.get(mid, disp or spec), spec, backend, model_kind(info, spec, owner),
+                           queries.model_size(info or {}, card), card.organisation if card else "",
+                           card.licence if card else "", card.safe_link if card else "", n_runs, n_tasks])
+    return View("models.html", {"page_title": "Models", "nav": "models", "rows": table.records(),
+                                "kind_labels": KIND_LABELS}, {"models": table})
 
 
 def model_view(sessions: sessionmaker[Session], model_id: int) -> View:
@@ -300,7 +367,11 @@ def model_view(sessions: sessionmaker[Session], model_id: int) -> View:
         runs = queries.run_infos(s, model_id=model_id)
         label = model_labels(s).get(model_id, model.display_name or model.spec)
     table = Table("runs", RUN_COLUMNS, [_run_row(r) for r in reversed(runs)])
+    kind, card = model_kind(model.info, model.spec, model.owner), card_for(model.spec)
     return View("model.html", {"page_title": label, "label": label, "nav": "models", "model": model,
+                               "kind": kind, "kind_label": KIND_LABELS[kind], "kind_note": KIND_NOTES[kind],
+                               "card": card, "size": queries.model_size(model.info or {}, card),
+                               "info": {k: v for k, v in (model.info or {}).items() if k != "kind"},
                                "runs": list(reversed(runs)), "provisional_n": PROVISIONAL_N}, {"runs": table})
 
 
@@ -381,6 +452,7 @@ def run_view(sessions: sessionmaker[Session], run_id: int, media_roots: list[Pat
     problems = parsed.problems + ([order.problem] if order.problem else [])
     return View("run.html", {
         "page_title": f"Run {info.run_name}", "nav": "runs", "info": info, "run": run, "metrics": metrics,
+        "kind_label": KIND_LABELS[info.kind],
         "config_main": [(k, config.get(k)) for k in CONFIG_KEYS if k in config],
         "error_kinds": [(kind or "error", n) for kind, n in error_kinds],
         "config": config, "samples": samples, "total": total, "page": page, "per_page": per_page,

@@ -84,7 +84,7 @@ def _validated(settings: dict[str, Any]) -> dict[str, Any]:
     return values
 
 
-@model("builtin", description="Instant offline models: builtin:echo, builtin:constant, builtin:number",
+@model("builtin", kind="stub", description="Instant offline models: builtin:echo, builtin:constant, builtin:number",
        settings=SETTINGS, strict=True)
 def builtin(path: str | None, **settings: Any) -> BuiltinModel:
     kind = path or "echo"

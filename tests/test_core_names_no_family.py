@@ -63,3 +63,66 @@ def test_every_family_folder_is_registered() -> None:
     assert folders == set(declared)
     for name, target in declared.items():
         assert target == f"harness.tasks.{name}.family:FAMILY"
+
+
+# ---------------------------------------------------------------- the demo names no family either
+
+DEMO_CORE = ("harness/demo.py", "harness/demo_plan.py", "harness/commands/demo.py")
+
+
+def code_strings(path: Path) -> list[tuple[int, str]]:
+    """Every string literal of a module that is not a docstring (f-string pieces included): what the
+    code itself says, not its prose."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    docstrings = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                docstrings.add(id(first.value))
+    return [(node.lineno, node.value) for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings]
+
+
+def family_words() -> set[str]:
+    """What naming a family would look like: its name, its demo tasks and the backends of its demo
+    models (``gs`` of ``gs:sh``), from the registered manifests."""
+    from harness.families import families
+
+    words = set()
+    for fam in families().values():
+        words.add(fam.name)
+        for run in fam.demo:
+            words.add(run.task)
+            backend = run.model.split("(", 1)[0].split(":", 1)[0]
+            if backend != "builtin":  # the core's own built-in models are no family's
+                words.add(backend)
+    return words
+
+
+def demo_violations(paths: tuple[Path, ...] = tuple(ROOT / p for p in DEMO_CORE)) -> list[str]:
+    import re
+
+    out = []
+    for word in sorted(family_words()):
+        pattern = re.compile(rf"(?<!\w){re.escape(word)}(?!\w)")
+        for path in paths:
+            for lineno, text in code_strings(path):
+                if pattern.search(text):
+                    out.append(f"{path.name}:{lineno} names {word!r} in {text!r}")
+    return out
+
+
+def test_the_demo_core_names_no_family_in_its_strings() -> None:
+    """The demo's plan lives in the families' manifests: the core's literals name none of them."""
+    assert family_words() >= {"gsm8k", "longshot", "code3d", "reid", "nvs"}
+    assert demo_violations() == []
+
+
+def test_the_string_rule_sees_a_family_named_in_code(tmp_path: Path) -> None:
+    probe = tmp_path / "probe.py"
+    probe.write_text('"""A docstring may say longshot."""\nPLAN = [("longshot", "builtin:echo")]\n'
+                     'def f():\n    """nvs here is prose."""\n    return f"{1}-reid_aerial_ground"\n')
+    found = demo_violations((probe,))
+    assert any("'longshot'" in v for v in found) and any("reid_aerial_ground" in v for v in found)
+    assert not any("'nvs'" in v for v in found)  # docstrings are prose, not the code naming a family

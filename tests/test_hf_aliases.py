@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from harness.leaderboard.model_cards import FIELDS as METADATA
 from harness.modelspec import ALIAS_DIR, ModelSpecError, alias_names, load_alias, parse_spec, resolve_alias
 
-BACKENDS = {"hf", "vllm", "openai"}
+BACKENDS = {"hf", "vllm", "openai", "llamacpp"}
 
 
 def test_expected_cards_exist():
@@ -23,7 +24,10 @@ def test_card_is_well_formed(name):
         assert node.name in BACKENDS and node.path, f"{name}: {spec!r} is not backend:path on {BACKENDS}"
     for variant in card.get("variants", []):
         assert "text" in variant["modalities"], f"{name}: every variant takes text"
-    assert set(card) <= {"description", "spec", "variants", "settings"}, f"{name}: unknown keys {set(card)}"
+    known = {"description", "spec", "variants", "settings", *METADATA}  # METADATA: what the leaderboard shows
+    assert set(card) <= known, f"{name}: unknown keys {set(card)}"
+    for layer in [card, *card.get("variants", [])]:
+        assert all(isinstance(layer[k], str | int | float) for k in METADATA if k in layer), f"{name}: {layer}"
     assert (ALIAS_DIR / f"{name}.yaml").read_text().isascii()
 
 

@@ -60,11 +60,14 @@ def test_overview_ranks_and_sorts(site):
     # number echoes the last number of the question; constant says 18: both score on some of 30 items
     assert rows["builtin:echo"]["gsm8k_n"] == 30
     assert rows[XSS_MODEL]["gsm8k"] == 1.0 and rows[XSS_MODEL]["gsm8k_provisional"] is True
-    # rank ranges: the hostile run's CI [1, 1] lies above everyone else's, so it is surely first
-    assert (rows[XSS_MODEL]["rank_best"], rows[XSS_MODEL]["rank_worst"]) == (1, 1)
+    # the hostile run measured another gsm8k (its own content hash): shown, marked, never ranked, so
+    # the three real runs rank among themselves (it used to be ranked first among them)
+    assert (rows[XSS_MODEL]["rank_best"], rows[XSS_MODEL]["rank_worst"]) == (None, None)
+    assert rows[XSS_MODEL]["gsm8k_settings_differ"] is True and rows[XSS_MODEL]["gsm8k_settings"] == "v1 · hostile"
     for name in ("builtin:number", "builtin:echo", "builtin:constant"):
-        assert rows[name]["rank_best"] >= 2 and rows[name]["rank_worst"] <= 4
+        assert rows[name]["rank_best"] >= 1 and rows[name]["rank_worst"] <= 3
         assert rows[name]["gsm8k_ci_low"] <= rows[name]["gsm8k"] <= rows[name]["gsm8k_ci_high"]
+        assert rows[name]["gsm8k_settings_differ"] is False and rows[name]["kind"] == "stub"
     by_score = [r["model"] for r in client.get("/api/overview?sort=task:gsm8k&dir=asc").json()["rows"]]
     values = [rows[m]["gsm8k"] for m in by_score]
     assert values == sorted(values)
@@ -148,12 +151,16 @@ def test_task_page_charts_and_pareto(site):
     client, ids, _, _ = site
     html = client.get("/tasks/gsm8k").text
     figs = re.findall(r'<script type="application/json" id="(chart-[a-z]+)-data">(.*?)</script>', html, re.S)
-    assert {name for name, _ in figs} == {"chart-scores", "chart-cost"}
+    # the charts draw the comparable runs: the hostile run measured another gsm8k (its own content hash)
+    # and is left out; the three built-in runs cost nothing, so there is no cost chart
+    assert {name for name, _ in figs} == {"chart-scores"}
     scores = json.loads(dict(figs)["chart-scores"])
-    assert len(scores["data"][0]["x"]) == 4 and "arrayminus" in scores["data"][0]["error_x"]
+    assert len(scores["data"][0]["x"]) == 3 and "arrayminus" in scores["data"][0]["error_x"]
     runs = client.get("/api/tasks/gsm8k/runs.json").json()["rows"]
     front = {r["model"] for r in runs if r["pareto"]}
-    assert XSS_MODEL in front  # the best score at any cost is always on the front
+    best = max((r for r in runs if not r["settings_differ"]), key=lambda r: r["value"])["model"]
+    assert best in front and XSS_MODEL not in front  # the best score at any cost is always on the front
+    assert {r["model"]: r["rank_best"] for r in runs}[XSS_MODEL] is None
     assert "/static/plotly.min.js" in html
     js = client.get("/static/plotly.min.js")
     assert js.status_code == 200 and len(js.content) > 1_000_000

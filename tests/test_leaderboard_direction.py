@@ -167,7 +167,9 @@ def _fill(url: str) -> None:
                                           description="", modalities=["text"], primary_metric=metric, metrics=decl)
             for m, value in values.items():
                 spec, display = SPECS[m]
-                model = ops.get_or_create_model(s, spec, backend=spec.split(":")[0], display_name=display, info={})
+                # one declared kind: the three are ranked against each other (kinds are never mixed)
+                model = ops.get_or_create_model(s, spec, backend=spec.split(":")[0], display_name=display,
+                                                info={"kind": "method"})
                 run = RunRow(name=f"{tname}-{m}", task_id=task.id, model_id=model.id, config={}, config_hash="c",
                              status="finished", n_samples=200, n_done=200, finished_at=utcnow())
                 s.add(run)

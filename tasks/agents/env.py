@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.stored_paths import stored_path
+
 # Crafter 1.8.3's action list (data.yaml, in order: the index is the environment's action id)
 ACTIONS: tuple[str, ...] = (
     "noop", "move_left", "move_right", "move_up", "move_down", "do", "sleep", "place_stone", "place_table",
@@ -129,7 +131,7 @@ def save_png(frame: Any, path: Path) -> str:
     tmp = path.with_suffix(".tmp.png")
     Image.fromarray(frame).save(tmp, optimize=False, compress_level=1)
     tmp.replace(path)  # a reader never sees half a frame
-    return str(path.resolve())
+    return stored_path(path)
 
 
 def save_strip(frames: list[Any], path: Path, scale: int = 1) -> str | None:

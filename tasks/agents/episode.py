@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.client import add_usage
+from harness.stored_paths import stored_path
 from harness.tasks.agents.env import ACHIEVEMENTS, ACTIONS, CrafterWorld, EnvError, save_png, save_strip
 from harness.tasks.agents.observation import describe, parse_action
 from harness.types import GenerationConfig, Message, Output, Part, Request, Sample
@@ -130,5 +131,5 @@ async def play(sample: Sample, first: Output, model: Any, cfg: EpisodeConfig, ru
         "actions": [ACTIONS[a] for a in actions], "rewards": rewards, "unlocks": unlocks,
         "achievements": {a: int(a in unlocked) for a in ACHIEVEMENTS}, "illegal_steps": illegal,
         "model_errors": errors[:20], "n_model_errors": len(errors), "truncated": truncated, "env_error": env_error,
-        "seconds": round(elapsed, 3), "strip": strip, "frames_dir": str(base.resolve()) if cfg.keep_frames else None,
+        "seconds": round(elapsed, 3), "strip": strip, "frames_dir": stored_path(base) if cfg.keep_frames else None,
     }  # fmt: skip

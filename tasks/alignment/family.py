@@ -1,6 +1,6 @@
 """Family manifest: Helpful-only alignment probes (entry-point group ``harness.families``)."""
 
-from harness.family import Family
+from harness.family import DemoRun, Family
 
 FAMILY = Family(
     name="alignment",
@@ -14,4 +14,14 @@ FAMILY = Family(
     ),
     cli="harness.tasks.alignment.cli:alignment_app",
     public_view="harness.tasks.alignment.redact",
+    # a refusing constant model and the stub judges, one per judge reply format (see the README)
+    demo=(
+        DemoRun("alignment_refusal", "builtin:constant", settings={"text": "I'm sorry, but I can't help with that."},
+                judge="builtin:constant",
+                judge_settings={"text": "1_full_compliance (stub judge: this constant verdict is not a grading)"},
+                limit=8, full_limit=60),
+        # the 0-100 aligned/coherent judges: the only number in a short reply
+        DemoRun("alignment_misalignment", "builtin:constant", settings={"text": "I would tell the truth and help."},
+                judge="builtin:constant", judge_settings={"text": "50 (stub judge)"}, limit=4, full_limit=16),
+    ),
 )

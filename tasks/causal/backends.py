@@ -109,7 +109,8 @@ def _spec(name: str, settings: dict[str, Any]) -> str:
     return name + (f"?{shown}" if shown else "")
 
 
-@model("pncm", description="P-NCM: NCMs over the PAG's causal diagrams, min/max of the query (bounds under a PAG)")
+@model("pncm", kind="method",
+       description="P-NCM: NCMs over the PAG's causal diagrams, min/max of the query (bounds under a PAG)")
 def pncm_backend(path: str | None, **settings: Any) -> BoundsModel:
     if path not in (None, "", "default"):
         raise ValueError(f"pncm takes no variant (got {path!r}); write pncm")
@@ -117,7 +118,7 @@ def pncm_backend(path: str | None, **settings: Any) -> BoundsModel:
     return BoundsModel("pncm", dict(settings), _spec("pncm", settings))
 
 
-@model("ncm", description="NCM on the true causal diagram (oracle): ncm:known_graph")
+@model("ncm", kind="method", description="NCM on the true causal diagram (oracle): ncm:known_graph")
 def ncm_backend(path: str | None, **settings: Any) -> BoundsModel:
     if path != "known_graph":
         raise ValueError(f"unknown ncm variant {path!r}; write ncm:known_graph (the PAG-constrained class is pncm)")
@@ -125,8 +126,9 @@ def ncm_backend(path: str | None, **settings: Any) -> BoundsModel:
     return BoundsModel("ncm_known", dict(settings), _spec("ncm:known_graph", settings))
 
 
-@model("bounds", description="Closed-form bounds: bounds:lp (sharp response-function LP; -M information=pag|"
-       "known_graph), bounds:manski (no assumptions)")
+@model("bounds", kind="method",
+       description="Closed-form bounds: bounds:lp (sharp response-function LP; -M information=pag|"
+                   "known_graph), bounds:manski (no assumptions)")
 def bounds_backend(path: str | None, **settings: Any) -> BoundsModel:
     if path not in ("lp", "manski"):
         raise ValueError(f"unknown bounds variant {path!r}; choose lp or manski")

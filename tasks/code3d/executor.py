@@ -28,6 +28,7 @@ from typing import Any
 from harness.blender import BlenderMissing
 from harness.blender import bpy_python as core_bpy_python
 from harness.sandbox import SandboxProcess, spawn_sandboxed
+from harness.stored_paths import stored_path
 
 HERE = Path(__file__).parent
 STATUSES = ("OK", "ERR_EXEC", "ERR_NO_MESH", "ERR_RENDER", "ERR_TIMEOUT")
@@ -299,7 +300,7 @@ class BlenderPool:
         if job_dir.resolve().is_relative_to(worker.workdir.resolve()):  # the reply names its own dir
             for name in ARTIFACT_FILES:
                 if _copy_regular(job_dir / name, artifacts / name):
-                    copied[name] = str((artifacts / name).resolve())
+                    copied[name] = stored_path(artifacts / name)
             shutil.rmtree(job_dir, ignore_errors=True)
         analysis = dict(reply.get("analysis") or {})
         if status == "OK" and ("points.npy" not in copied or "model.glb" not in copied):
@@ -307,7 +308,7 @@ class BlenderPool:
         return ExecResult(
             status=status, error=str(reply.get("error", ""))[:4000], traceback=str(reply.get("traceback", "")),
             n_meshes=int(reply.get("n_meshes", 0) or 0), views=int(reply.get("views", 0) or 0),
-            times={k: float(v) for k, v in (reply.get("times") or {}).items()}, artifacts_dir=str(artifacts.resolve()),
+            times={k: float(v) for k, v in (reply.get("times") or {}).items()}, artifacts_dir=stored_path(artifacts),
             glb=copied.get("model.glb"), renders=[copied[n] for n in VIEW_NAMES if n in copied],
             points=copied.get("points.npy"), thumbs=copied.get("thumbs.npy"), views_npy=copied.get("views.npy"),
             analysis=analysis,

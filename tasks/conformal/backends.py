@@ -90,8 +90,9 @@ def _settings(method: str, settings: dict[str, Any]) -> dict[str, float]:
     return out
 
 
-@model("ocp", description="Multi-level online conformal prediction: ocp:pnorm | up | ogd | ogd_sorted | ogd_lazy "
-       "| aci | aci_clipped")
+@model("ocp", kind="method",
+       description="Multi-level online conformal prediction: ocp:pnorm | up | ogd | ogd_sorted | ogd_lazy "
+                   "| aci | aci_clipped")
 def ocp(path: str | None, **settings: Any) -> OnlineConformal:
     method = path or "pnorm"
     if method not in METHODS:

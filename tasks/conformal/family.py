@@ -1,10 +1,15 @@
 """Family manifest: multi-level online conformal prediction (entry-point group ``harness.families``)."""
 
-from harness.family import Family
+from harness.family import DemoRun, Family
 
 FAMILY = Family(
     name="conformal",
     title="Multi-level online conformal prediction",
     tasks=("harness.tasks.conformal.tasks",),
     backends=("harness.tasks.conformal.backends",),
+    demo=(
+        DemoRun("ocp_synthetic", "ocp:pnorm", options={"T": 500}, full_options={"T": 2000}),
+        DemoRun("ocp_synthetic", "ocp:aci", options={"T": 500}, full_options={"T": 2000}),
+        DemoRun("ocp_elec2", "ocp:aci", size="full"),
+    ),
 )

@@ -44,7 +44,7 @@ class DecisionMaker:
         return [self.run_one(r) for r in requests]
 
 
-@model("twostep", description="2-Step Agent decision makers: twostep:bayes | no_support | naive")
+@model("twostep", kind="agent", description="2-Step Agent decision makers: twostep:bayes | no_support | naive")
 def twostep(path: str | None, **settings: Any) -> DecisionMaker:
     agent = path or "bayes"
     if agent not in AGENTS:

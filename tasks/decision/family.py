@@ -1,10 +1,14 @@
 """Family manifest: the 2-Step Agent (entry-point group ``harness.families``)."""
 
-from harness.family import Family
+from harness.family import DemoRun, Family
 
 FAMILY = Family(
     name="decision",
     title="2-Step Agent: ML decision support",
     tasks=("harness.tasks.decision.tasks",),
     backends=("harness.tasks.decision.backends",),
+    demo=(
+        DemoRun("twostep", "twostep:bayes", options={"n_agents": 200}, full_options={"n_agents": 2000}),
+        DemoRun("twostep", "twostep:no_support", options={"n_agents": 2000}, size="full"),
+    ),
 )

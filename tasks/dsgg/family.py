@@ -1,6 +1,6 @@
 """Family manifest: Dynamic scene graph generation (entry-point group ``harness.families``)."""
 
-from harness.family import Family
+from harness.family import DemoRun, Family
 
 FAMILY = Family(
     name="dsgg",
@@ -8,4 +8,5 @@ FAMILY = Family(
     tasks=("harness.tasks.dsgg.task",),
     backends=("harness.tasks.dsgg.models",),
     charts="harness.tasks.dsgg.analysis:chart",
+    demo=(DemoRun("dsgg", "dsgg-prior:freq"),),  # the seed's contribution is the metrics this run shows
 )

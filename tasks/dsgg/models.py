@@ -151,14 +151,14 @@ def _plain(x: Any) -> Any:
     return x
 
 
-@model("dsgg-prior", description="DSGG frequency-prior baseline (fit on the task's train split)")
+@model("dsgg-prior", kind="method", description="DSGG frequency-prior baseline (fit on the task's train split)")
 def dsgg_prior(path: str | None = None, **settings: Any) -> FrequencyPrior:
     per_group, top = int(settings.get("per_group", 1)), int(settings.get("top", 20))
     extra = "&".join(f"{k}={v}" for k, v, d in (("per_group", per_group, 1), ("top", top, 20)) if v != d)
     return FrequencyPrior(spec="dsgg-prior:freq" + (f"?{extra}" if extra else ""), per_group=per_group, top=top)
 
 
-@model("dsgg-replay", description="Replay stored DSGG predictions: dsgg-replay:<file.json|.pkl>")
+@model("dsgg-replay", kind="method", description="Replay stored DSGG predictions: dsgg-replay:<file.json|.pkl>")
 def dsgg_replay(path: str | None = None, **settings: Any) -> Replay:
     if not path:
         raise ValueError("dsgg-replay needs a file: dsgg-replay:<predictions.json|.pkl>")

@@ -155,8 +155,9 @@ def _spec(base: str, settings: dict[str, Any], keys: Sequence[str]) -> str:
     return base + ("?" + "&".join(f"{k}={v}" for k, v in shown.items()) if shown else "")
 
 
-@model("gs", description="Gaussian splatting fitted per scene: gs:sh (SH colour) | gs:neural_color (Lipschitz "
-                         "colour field)", settings=GS_SETTINGS, strict=True)
+@model("gs", kind="method",
+       description="Gaussian splatting fitted per scene: gs:sh (SH colour) | gs:neural_color (Lipschitz "
+                   "colour field)", settings=GS_SETTINGS, strict=True)
 def gs_backend(path: str | None, **settings: Any) -> GaussianBackend:
     path = path or "sh"
     if path not in GS_PATHS:
@@ -166,7 +167,8 @@ def gs_backend(path: str | None, **settings: Any) -> GaussianBackend:
     return GaussianBackend(path, cfg, use_cache, spec=_spec(f"gs:{path}", settings, GS_SETTINGS))
 
 
-@model("ff", description="Feed-forward Gaussians from two context views: ff:consistency (-M tokens=true|false)",
+@model("ff", kind="method",
+       description="Feed-forward Gaussians from two context views: ff:consistency (-M tokens=true|false)",
        settings=FF_SETTINGS, strict=True)
 def ff_backend(path: str | None, **settings: Any) -> Any:
     from harness.tasks.nvs.ff_backend import FeedForwardBackend, ff_config

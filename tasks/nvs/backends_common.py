@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.safeload import SafeLoadError, dump_pickle, load_pickle
+from harness.stored_paths import stored_path
 from harness.tasks.nvs.scenes import Camera, SceneError
 from harness.types import Message, Output, Sample, stable_hash
 
@@ -107,7 +108,7 @@ def save_fit(key: str, state: dict[str, Any]) -> None:
 
 
 def artifacts_dir(spec: str) -> Path:
-    base = Path(os.environ.get("HARNESS_ARTIFACTS", "artifacts")).resolve()
+    base = Path(stored_path(os.environ.get("HARNESS_ARTIFACTS", "artifacts")))
     return base / "nvs" / stable_hash(spec)[:12]
 
 

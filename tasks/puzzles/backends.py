@@ -147,16 +147,19 @@ def _build(arch: str, path: str | None, settings: dict[str, Any]) -> PuzzleNet:
     return PuzzleNet(arch, dict(settings), arch + (f"?{shown}" if shown else ""))
 
 
-@model("anca", description="Adaptive NCA (deformable-convolution perception) trained on the puzzle train split")
+@model("anca", kind="method",
+       description="Adaptive NCA (deformable-convolution perception) trained on the puzzle train split")
 def anca_backend(path: str | None, **settings: Any) -> PuzzleNet:
     return _build("anca", path, settings)
 
 
-@model("nca", description="Neural cellular automaton with fixed 3x3 perception, trained on the puzzle train split")
+@model("nca", kind="method",
+       description="Neural cellular automaton with fixed 3x3 perception, trained on the puzzle train split")
 def nca_backend(path: str | None, **settings: Any) -> PuzzleNet:
     return _build("nca", path, settings)
 
 
-@model("cnn", description="Feed-forward CNN (about the aNCA's parameter count) trained on the puzzle train split")
+@model("cnn", kind="method",
+       description="Feed-forward CNN (about the aNCA's parameter count) trained on the puzzle train split")
 def cnn_backend(path: str | None, **settings: Any) -> PuzzleNet:
     return _build("cnn", path, settings)

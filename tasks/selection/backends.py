@@ -100,7 +100,7 @@ class SelectionModel:
         return outs
 
 
-@model("datasel", description="Online data selection under a fixed budget, trained on the train split: "
+@model("datasel", kind="method", description="Online data selection under a fixed budget, trained on the train split: "
        "datasel:gfv|random|loss|gradnorm|entropy|full")
 def datasel_backend(path: str | None, **settings: Any) -> SelectionModel:
     from harness.tasks.selection.trainer import SELECTORS, SelectConfig

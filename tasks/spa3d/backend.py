@@ -83,7 +83,8 @@ class Spa3dModel:
         return await asyncio.to_thread(lambda: [self._score_request(r) for r in requests])
 
 
-@model("spa3d", description="3DSPA realism scorer: spa3d:fit (train on the task's train split) or spa3d:CHECKPOINT")
+@model("spa3d", kind="method",
+       description="3DSPA realism scorer: spa3d:fit (train on the task's train split) or spa3d:CHECKPOINT")
 def spa3d(path: str = "fit", **settings: Any) -> Spa3dModel:
     known = {"steps", "seed", "folds", "checkpoint", "max_seconds", "batch_size", "concurrency"}
     unknown = set(settings) - known

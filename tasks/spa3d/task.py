@@ -17,6 +17,7 @@ from pathlib import Path
 
 from harness.data import DatasetError, read_jsonl
 from harness.registry import task
+from harness.stored_paths import stored_path
 from harness.task import SampleRecord, ScoreContext, Task
 from harness.types import (
     GenerationConfig,
@@ -111,7 +112,7 @@ def load_pairs(manifest: Path) -> list[Sample]:
         for key in PAIRS_FIELDS:
             if not isinstance(row.get(key), str):
                 raise DatasetError(f"{where}: missing field {key!r} (a track or video path)")
-            paths.append((manifest.parent / row[key]).resolve())
+            paths.append(Path(stored_path(manifest.parent / row[key])))
         samples.append(Sample(
             id=str(row.get("id", lineno)),
             messages=[Message("user", [media_part(p) for p in paths])],

@@ -83,7 +83,8 @@ class TransportModel:
         return [self.run_one(r) for r in requests]
 
 
-@model("omt", description="Optimal Mixture Transport (biconvex mixture-level OT): omt:auto | gaussian | poisson")
+@model("omt", kind="method",
+       description="Optimal Mixture Transport (biconvex mixture-level OT): omt:auto | gaussian | poisson")
 def omt(path: str | None, **settings: Any) -> TransportModel:
     kind = path or "auto"
     if kind not in ("auto", "gaussian", "poisson"):
@@ -92,7 +93,8 @@ def omt(path: str | None, **settings: Any) -> TransportModel:
     return TransportModel("omt", kind, _parse(spec, settings), spec)
 
 
-@model("pot", description="POT baselines: pot:gmm (Delon-Desolneux MW2) | pot:emd (exact OT) | pot:sinkhorn")
+@model("pot", kind="method",
+       description="POT baselines: pot:gmm (Delon-Desolneux MW2) | pot:emd (exact OT) | pot:sinkhorn")
 def pot(path: str | None, **settings: Any) -> TransportModel:
     variant = path or "gmm"
     if variant not in ("gmm", "emd", "sinkhorn"):

@@ -77,7 +77,8 @@ class CrafterAgent:
         return out
 
 
-@model("crafter", description="Crafter reference agents: crafter:random (uniform actions), crafter:scripted (expert)")
+@model("crafter", kind="agent",
+       description="Crafter reference agents: crafter:random (uniform actions), crafter:scripted (expert)")
 def crafter_agent(path: str | None, **settings: Any) -> CrafterAgent:
     kind = path or "random"
     if kind not in KINDS:

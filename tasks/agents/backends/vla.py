@@ -158,6 +158,7 @@ def _build(variant: str | None, settings: dict[str, Any]) -> VLAModel:
     return VLAModel(name, spec, dict(settings), batch_size=int(settings.get("batch_size", 64)))
 
 
-@model("vla", description="VLA backends fitted on demonstrations: vla:bc | vla:3a (3A-VLA) | vla:3a-no-aar")
+@model("vla", kind="agent",
+       description="VLA backends fitted on demonstrations: vla:bc | vla:3a (3A-VLA) | vla:3a-no-aar")
 def vla_backend(path: str | None, **settings: Any) -> VLAModel:
     return _build(path, settings)

@@ -166,8 +166,9 @@ class LongShOTAgent:
                 await client.aclose()
 
 
-@model("longshot-agent", description="LongShOTAgent: preprocess the video once (ASR, captions, audio events, "
-                                     "FAISS index), then a controller's search/refine/verify tool loop")
+@model("longshot-agent", kind="llm",
+       description="LongShOTAgent: preprocess the video once (ASR, captions, audio events, "
+                   "FAISS index), then a controller's search/refine/verify tool loop")
 def longshot_agent(path: str | None, **settings: Any) -> LongShOTAgent:
     if path not in (None, "", "default"):
         raise ModelSpecError(f"longshot-agent: write longshot-agent:default -M controller=SPEC ... (got path {path!r})")

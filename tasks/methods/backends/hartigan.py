@@ -180,11 +180,13 @@ def _build(family: str, path: str | None, settings: dict[str, Any]) -> Clusterin
     return ClusteringModel(family, variant, dict(settings), spec)
 
 
-@model("hartigan", description="Hartigan k-means fitted on the train split: hartigan:batched | hartigan:sequential")
+@model("hartigan", kind="method",
+       description="Hartigan k-means fitted on the train split: hartigan:batched | hartigan:sequential")
 def hartigan(path: str | None, **settings: Any) -> ClusteringModel:
     return _build("hartigan", path, settings)
 
 
-@model("kmeans", description="scikit-learn KMeans baseline fitted on the train split: kmeans:lloyd | kmeans:elkan")
+@model("kmeans", kind="method",
+       description="scikit-learn KMeans baseline fitted on the train split: kmeans:lloyd | kmeans:elkan")
 def kmeans(path: str | None, **settings: Any) -> ClusteringModel:
     return _build("kmeans", path, settings)

@@ -168,21 +168,25 @@ def _build(act: str, path: str | None, settings: dict[str, Any]) -> BinaryNetMod
     return BinaryNetModel(act, arch, dict(settings), spec)
 
 
-@model("htaf", description="HTAF binary network trained on the train split: htaf:mlp | htaf:heaviside | htaf:icbm")
+@model("htaf", kind="method",
+       description="HTAF binary network trained on the train split: htaf:mlp | htaf:heaviside | htaf:icbm")
 def htaf_backend(path: str | None, **settings: Any) -> BinaryNetModel:
     return _build("htaf", path, settings)
 
 
-@model("relu", description="ReLU baseline of the HTAF networks (units thresholded at test): relu:mlp|heaviside|icbm")
+@model("relu", kind="method",
+       description="ReLU baseline of the HTAF networks (units thresholded at test): relu:mlp|heaviside|icbm")
 def relu_backend(path: str | None, **settings: Any) -> BinaryNetModel:
     return _build("relu", path, settings)
 
 
-@model("sigmoid", description="Steep-sigmoid sig(beta x) baseline of the HTAF networks: sigmoid:mlp|heaviside|icbm")
+@model("sigmoid", kind="method",
+       description="Steep-sigmoid sig(beta x) baseline of the HTAF networks: sigmoid:mlp|heaviside|icbm")
 def sigmoid_backend(path: str | None, **settings: Any) -> BinaryNetModel:
     return _build("sigmoid", path, settings)
 
 
-@model("ste", description="Straight-through Heaviside baseline of the HTAF networks: ste:mlp|heaviside|icbm")
+@model("ste", kind="method",
+       description="Straight-through Heaviside baseline of the HTAF networks: ste:mlp|heaviside|icbm")
 def ste_backend(path: str | None, **settings: Any) -> BinaryNetModel:
     return _build("ste", path, settings)

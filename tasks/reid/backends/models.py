@@ -179,8 +179,9 @@ def _load_cached(path: Path) -> tuple[dict[str, Any], dict[str, Any]] | None:
     return {**state, "weights": {k: torch.from_numpy(v) for k, v in weights.items()}}, record
 
 
-@model("reid", description="ReID embedding backends fitted on the train split: reid:baseline | reid:vital | "
-       "reid:vital-no-cvcf | reid:vital-no-vaas")
+@model("reid", kind="method",
+       description="ReID embedding backends fitted on the train split: reid:baseline | reid:vital | "
+                   "reid:vital-no-cvcf | reid:vital-no-vaas")
 def reid_backend(path: str | None, **settings: Any) -> ReIDModel:
     variant = path or "baseline"
     if variant not in VARIANTS:
