@@ -397,6 +397,21 @@ CONFIG_KEYS = ("task", "task_version", "task_hash", "task_options", "model", "mo
                "epochs", "invocations")
 
 
+def unknown_score_notes(parsed: Any, score_names: list[str]) -> list[str]:
+    """One note per ``score:NAME`` term naming no score of this run (its filter matches nothing), with
+    the closest names: "No samples match" alone does not say the name was wrong."""
+    import difflib
+
+    notes = []
+    for term in parsed.scores:
+        if term.name in score_names:
+            continue
+        close = difflib.get_close_matches(term.name, score_names, n=3, cutoff=0.5)
+        hint = f"did you mean {', '.join(close)}?" if close else f"its scores: {', '.join(score_names) or 'none'}"
+        notes.append(f"this run has no score {term.name!r}; {hint}")
+    return notes
+
+
 def run_view(sessions: sessionmaker[Session], run_id: int, media_roots: list[Path], *, page: int = 1,
              per_page: int = 20, q: str = "", status: str = "all", sort: str = "") -> View:
     from .progress import run_progress
@@ -450,6 +465,7 @@ def run_view(sessions: sessionmaker[Session], run_id: int, media_roots: list[Pat
                                                 m.value, m.ci_low, m.ci_high, m.n] for m in metrics])
     config = (run.config or {}) if run else {}
     problems = parsed.problems + ([order.problem] if order.problem else [])
+    unknown = unknown_score_notes(parsed, score_names)
     return View("run.html", {
         "page_title": f"Run {info.run_name}", "nav": "runs", "info": info, "run": run, "metrics": metrics,
         "kind_label": KIND_LABELS[info.kind],
@@ -457,7 +473,7 @@ def run_view(sessions: sessionmaker[Session], run_id: int, media_roots: list[Pat
         "error_kinds": [(kind or "error", n) for kind, n in error_kinds],
         "config": config, "samples": samples, "total": total, "page": page, "per_page": per_page,
         "pages": max(1, math.ceil(total / per_page)), "q": q, "status": status, "sort": str(order),
-        "sort_options": sort_options(score_names), "problems": problems, "badges": badges,
+        "sort_options": sort_options(score_names), "problems": problems, "unknown_scores": unknown, "badges": badges,
         "quick_filters": quick_filters(badges, metrics, [k for k, _ in error_kinds]), "progress": progress,
         "filters": queries.SAMPLE_FILTERS,
         "params": {"q": q, "status": status, "per_page": per_page, "sort": str(order)},

@@ -225,3 +225,13 @@ def test_charts_only_when_they_carry_information():
     assert len(set(labels)) == 2 and all(len(label.strip("\u200b")) <= 32 for label in labels)
     assert [row[3] for row in fig["data"][0]["customdata"]] == [f"{long[0].model} #1", f"{long[1].model} #2"]
     assert short("abcdefghij", 5) == "ab…ij" and short("abc", 5) == "abc"
+
+
+def test_a_filter_on_a_score_the_run_does_not_have_says_so(site):
+    """It said only "No samples match": a misspelt score name now gets its closest names."""
+    client, _, ids, _ = site
+    html = client.get(f"/runs/{ids['a']}", params={"q": "score:exact_mach<1"}).text
+    assert "No samples match" in html
+    assert "this run has no score &#39;exact_mach&#39;; did you mean exact_match?" in html
+    fine = client.get(f"/runs/{ids['a']}", params={"q": "score:exact_match<1"}).text
+    assert "this run has no score" not in fine
