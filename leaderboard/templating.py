@@ -42,6 +42,12 @@ def ci(lo: Any, hi: Any, digits: int = 3) -> str:
     return f"[{num(lo, digits)}, {num(hi, digits)}]"
 
 
+def plural(n: Any, word: str, many: str = "") -> str:
+    """``1 task``, ``2 tasks`` (``many``: an irregular plural)."""
+    count = int(n) if isinstance(n, int | float) else len(n)
+    return f"{count:,} {word if count == 1 else (many or word + 's')}"
+
+
 def pretty(v: Any) -> str:
     return json.dumps(v, indent=2, ensure_ascii=False, sort_keys=True, default=str)
 
@@ -62,7 +68,7 @@ def make_env(*extra_dirs: str | Path, strict: bool = False) -> Environment:
     loaders = [FileSystemLoader(str(d)) for d in extra_dirs] + [FileSystemLoader(str(TEMPLATE_DIR))]
     env = Environment(loader=ChoiceLoader(loaders), autoescape=True, trim_blocks=True, lstrip_blocks=True,
                       undefined=StrictUndefined if strict else Undefined)
-    env.filters.update(num=num, pretty=pretty, when=when)
+    env.filters.update(num=num, pretty=pretty, when=when, plural=plural)
     env.globals.update(ci=ci, query=query)
     return env
 

@@ -235,3 +235,11 @@ def test_a_filter_on_a_score_the_run_does_not_have_says_so(site):
     assert "this run has no score &#39;exact_mach&#39;; did you mean exact_match?" in html
     fine = client.get(f"/runs/{ids['a']}", params={"q": "score:exact_match<1"}).text
     assert "this run has no score" not in fine
+
+
+def test_counts_on_pages_agree_with_their_noun():
+    """"1 tasks" read wrong: counts go through one plural filter."""
+    from harness.leaderboard.templating import plural
+
+    assert [plural(1, "task"), plural(2, "task"), plural([], "model"), plural(1500.0, "vote")] == [
+        "1 task", "2 tasks", "0 models", "1,500 votes"]
