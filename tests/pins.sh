@@ -28,12 +28,13 @@ setup_fail() {
 }
 
 # The extras installed into the main environment: all of pyproject.toml's except those that live in
-# their own venvs (vllm and ray: 60-vllm.sh; blender: 50-bpy.sh).
+# their own venvs (vllm and ray: 60-vllm.sh; blender: 50-bpy.sh) and llamacpp, whose wheel 30-llamacpp.sh
+# builds with safe CPU flags (pip's own source build of it would not run on these VMs).
 main_extras() {
   python3 - <<'PY'
 import tomllib
 extras = tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]
-print(",".join(sorted(set(extras) - {"vllm", "ray", "blender"})))
+print(",".join(sorted(set(extras) - {"vllm", "ray", "blender", "llamacpp"})))
 PY
 }
 
