@@ -298,7 +298,7 @@ def models_cmd(as_json: JsonOpt = False, as_csv: CsvOpt = False) -> None:
 
 
 def _ci(low: float | None, high: float | None) -> str:
-    return f"[{_fmt(low)}, {_fmt(high)}]" if low is not None else ""
+    return f"[{_fmt(low)}, {_fmt(high)}]" if low is not None and low == low else ""  # NaN: no interval
 
 
 @app.command("runs")
@@ -415,7 +415,8 @@ def compare_cmd(run_a: str, run_b: str, metric: Annotated[str | None, typer.Opti
             Column("B", "mean_b", show=lambda r: _fmt(r["mean_b"]), right=True),
             Column("B-A", "diff", show=lambda r: _fmt(r["diff"]), right=True),
             Column("95% CI", "ci_low", show=lambda r: _ci(r["ci_low"], r["ci_high"])),
-            Column("p", "p_value", show=lambda r: f"{r['p_value']:.4g}", right=True, drop=1),
+            Column("p", "p_value", show=lambda r: f"{r['p_value']:.4g}" if r["p_value"] == r["p_value"] else "",
+                   right=True, drop=1),
             Column("test", "test", drop=3)]
     emit(records, cols, title=f"{a.name} (A) vs {b.name} (B)", as_json=as_json, as_csv=as_csv,
          json_value={"a": {"id": a.id, "name": a.name}, "b": {"id": b.id, "name": b.name}, "results": records})
