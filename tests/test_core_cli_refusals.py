@@ -200,12 +200,28 @@ def test_a_refused_token_name_creates_no_database(cwd: Path) -> None:
     (["--only", "nosuchfamily"], ["'nosuchfamily' is not a demo family", "families: agents"]),
     (["--only", "gsm8kk"], ["did you mean 'gsm8k'?"]),
     (["--only", "qa", "--only", "arenna"], ["did you mean 'arena'"]),
-    (["--only", "nvs", "--size", "small"], ["the small demo has no nvs runs"]),
     (["--port", "99999"], ["--port must be between 1 and 65535"]),
 ])
 def test_demo_refuses_bad_arguments_before_building(cwd: Path, args: list[str], expected: list[str]) -> None:
     _refused(_harness(cwd, "demo", "--dir", str(cwd / "demo"), *args), *expected)
     assert _listing(cwd) == []  # no --dir folder, no database
+
+
+def test_demo_only_a_family_without_runs_at_that_size_is_refused(monkeypatch, capsys) -> None:
+    """Every family has small runs today, so the case is set up through the plan the check reads."""
+    import typer
+
+    import harness.demo_plan
+    from harness.commands.demo import _check_only
+
+    monkeypatch.setattr(harness.demo_plan, "demo_families", lambda: {"bigonly": {"full"}, "both": {"small", "full"}})
+    _check_only(["both"], "small")
+    _check_only(["bigonly"], "full")
+    with pytest.raises(typer.Exit) as info:
+        _check_only(["bigonly"], "small")
+    assert info.value.exit_code == 2
+    assert capsys.readouterr().err.strip() == ("error: --only 'bigonly': the small demo has no bigonly runs "
+                                               "(use --size full)")
 
 
 @pytest.mark.parametrize(("args", "expected"), [
