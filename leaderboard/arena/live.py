@@ -261,18 +261,24 @@ def check_token(session: Session, secret: bytes, cfg: ArenaConfig, public_id: st
     return battle, chat
 
 
-def claim_turn(session: Session, battle: ArenaBattleRow, chat: ArenaChatRow, cfg: ArenaConfig) -> None:
-    """Mark the conversation busy (one turn at a time, none after the vote or past max_turns; a claim
-    past its deadline is void). The battle row is locked first, as the vote locks it: a vote and a
-    turn cannot both pass (on PostgreSQL the second waits for the first and then sees it)."""
-    battle_id, chat_id, kind = battle.id, chat.id, chat.kind
-    session.rollback()  # end the read transaction: SQLite must take its write lock with the first write
+def _lock_open_battle(session: Session, battle_id: int) -> None:
+    """Take the battle row's lock (a no-op write, as the vote takes it) while it is still unvoted, or
+    refuse. The read transaction ends first: SQLite must take its write lock with the first write."""
+    session.rollback()
     open_ = session.execute(update(ArenaBattleRow).where(ArenaBattleRow.id == battle_id,
                                                          ArenaBattleRow.voted_at.is_(None))
                             .values(voted_at=None)).rowcount  # type: ignore[attr-defined]
     if open_ != 1:
         session.rollback()
         raise LiveRefused(409, "this battle has been voted on: start a new one")
+
+
+def claim_turn(session: Session, battle: ArenaBattleRow, chat: ArenaChatRow, cfg: ArenaConfig) -> None:
+    """Mark the conversation busy (one turn at a time, none after the vote or past max_turns; a claim
+    past its deadline is void). The battle row is locked first, as the vote locks it: a vote and a
+    turn cannot both pass (on PostgreSQL the second waits for the first and then sees it)."""
+    battle_id, chat_id, kind = battle.id, chat.id, chat.kind
+    _lock_open_battle(session, battle_id)
     free = ArenaChatRow.busy.is_(False) | (ArenaChatRow.updated_at < _stale_before(cfg, kind))
     done = session.execute(
         update(ArenaChatRow).where(ArenaChatRow.id == chat_id, free, ArenaChatRow.n_turns < cfg.max_turns)
@@ -295,13 +301,7 @@ def claim_retry(session: Session, battle: ArenaBattleRow, chat: ArenaChatRow, cf
     """Claim the conversation to regenerate the last turn's failed replies; returns those sides.
     Refused after the vote, while a turn runs, when nothing failed, or past ``live_retries``."""
     battle_id, chat_id, kind = battle.id, chat.id, chat.kind
-    session.rollback()
-    open_ = session.execute(update(ArenaBattleRow).where(ArenaBattleRow.id == battle_id,
-                                                         ArenaBattleRow.voted_at.is_(None))
-                            .values(voted_at=None)).rowcount  # type: ignore[attr-defined]
-    if open_ != 1:
-        session.rollback()
-        raise LiveRefused(409, "this battle has been voted on: start a new one")
+    _lock_open_battle(session, battle_id)
     free = ArenaChatRow.busy.is_(False) | (ArenaChatRow.updated_at < _stale_before(cfg, kind))
     done = session.execute(update(ArenaChatRow).where(ArenaChatRow.id == chat_id, free)
                            .values(busy=True, updated_at=_now(cfg))).rowcount  # type: ignore[attr-defined]

@@ -65,11 +65,12 @@ _env = Environment(
 try:  # the leaderboard's base.html and its macros use the leaderboard's filters
     from ..templating import ci as _ci
     from ..templating import num as _num
+    from ..templating import plural as _plural
     from ..templating import pretty as _pretty
     from ..templating import query as _query
     from ..templating import when as _when
 
-    _env.filters.update(num=_num, pretty=_pretty, when=_when)
+    _env.filters.update(num=_num, pretty=_pretty, when=_when, plural=_plural)
     _env.globals.update(ci=_ci, query=_query)
 except ImportError:  # the arena on its own
     pass
