@@ -14,7 +14,6 @@ import os
 import struct
 import subprocess
 import sys
-import time
 import zlib
 from pathlib import Path
 from typing import Any
@@ -103,9 +102,7 @@ def test_images_are_measured_before_they_are_decoded(tmp_path: Path) -> None:
     root = _nerf(tmp_path / "s", {"camera_angle_x": 0.7})
     for w, h, fragment in ((30000, 30000, "image is too large"), (9000, 9000, "image is 9000x9000 pixels")):
         _png_header(root / "r_0.png", w, h)
-        started = time.perf_counter()
         _refused(("r_0.png", fragment), load_nerf_synthetic, root)
-        assert time.perf_counter() - started < 5
         with pytest.raises(SceneError, match="r_0.png: image") as err:  # readers refuse it before decoding too
             read_rgb(root / "r_0.png")
         assert "\n" not in str(err.value)
@@ -113,10 +110,8 @@ def test_images_are_measured_before_they_are_decoded(tmp_path: Path) -> None:
 
 
 def test_a_scene_with_more_views_than_the_cap_is_one_line(tmp_path: Path) -> None:
-    started = time.perf_counter()
     _refused((f"{MAX_VIEWS + 1} views", str(MAX_VIEWS)), load_nerf_synthetic,
              _nerf(tmp_path / "s", {"camera_angle_x": 0.7}, frames=MAX_VIEWS + 1), splits=("train",))
-    assert time.perf_counter() - started < 30
 
 
 # --- COLMAP ---------------------------------------------------------------------------------------------
@@ -188,9 +183,7 @@ def test_dl3dv_index_entries_are_checked(tmp_path: Path, entry: str, fragments: 
 
 def test_a_million_target_views_is_refused_at_once(tmp_path: Path) -> None:
     scene, index = _dl3dv(tmp_path, '{"context": [0], "target": [' + ", ".join(["0"] * 10**6) + "]}")
-    started = time.perf_counter()
     _refused(("index.json", "field 'target'", "1000000 views"), load_dl3dv, scene, index)
-    assert time.perf_counter() - started < 30
     _, index = _dl3dv(tmp_path / "ok", '{"context": [0], "target": [0, 0, 0]}')
     assert load_dl3dv(scene, index).splits == ("context", "target", "target", "target")
 
