@@ -1,11 +1,15 @@
 """Online-selection backends trained on the task's (noisy) train split: ``datasel:gfv`` (greedy Gated
 Fisher Volume), ``datasel:random``, ``datasel:loss``, ``datasel:gradnorm``, ``datasel:entropy`` and
-``datasel:full`` (train on every candidate: the budget is the whole pool).
+``datasel:full`` (train on every candidate: the budget is the whole pool), and the holdout baselines
+``datasel:rholoss`` (RHO-LOSS) and ``datasel:greats`` (GREATS), see baselines.py (digits only).
 
 Settings (``-M``): ``pool`` (64 candidates a step), ``select`` (16 kept a step: the per-step budget;
 larger than the pool is a one-line error), ``steps`` (150), ``hidden`` (32), ``lr`` (1e-2), ``lam``
 (1), ``beta`` (4), ``proj`` (256, random projection of u; 0 none), ``fisher_decay`` (0.95),
-``momentum_gate`` (false), ``seed`` (0). Replies: ``prediction`` = class, and the training record
+``momentum_gate`` (false), ``ref`` (``holdout``: gfv's descent reference is the holdout loss
+gradient; ``pool``: the pool's mean gradient), ``holdout`` (200 train samples set aside for gfv,
+rholoss and greats), ``il_steps`` (300, rholoss), ``seed`` (0). The backend is fitted on the train
+split only; the evaluation split's labels are never read. Replies: ``prediction`` = class, and the training record
 (``budget_used``, ``noisy_selected_fraction``, ``selection_seconds_per_step``).
 """
 
@@ -91,7 +95,7 @@ class SelectionModel:
                 continue
             with torch.no_grad():
                 c = int(self.net(x).argmax(1))
-            keep = ("budget_used", "noisy_selected_fraction", "selection_seconds_per_step")
+            keep = ("budget_used", "noisy_selected_fraction", "selection_seconds_per_step", "selection_digest")
             outs.append(Output(text=str(c), prediction={"class": c, **{k: self.record[k] for k in keep}},
                                details={"fit": self.record}))
         per = (time.perf_counter() - t0) / max(len(outs), 1)
@@ -101,15 +105,13 @@ class SelectionModel:
 
 
 @model("datasel", kind="method", description="Online data selection under a fixed budget, trained on the train split: "
-       "datasel:gfv|random|loss|gradnorm|entropy|full")
+       "datasel:gfv|random|loss|gradnorm|entropy|full|rholoss|greats")
 def datasel_backend(path: str | None, **settings: Any) -> SelectionModel:
-    from harness.tasks.selection.trainer import SELECTORS, SelectConfig
+    from harness.tasks.selection.trainer import ALL_SELECTORS, SelectConfig, check_config
 
-    if path not in SELECTORS:
-        raise ValueError(f"unknown selector {path!r}; choose one of {', '.join(SELECTORS)}")
+    if path not in ALL_SELECTORS:
+        raise ValueError(f"unknown selector {path!r}; choose one of {', '.join(ALL_SELECTORS)}")
     check_settings(f"datasel:{path}", settings, [f.name for f in fields(SelectConfig) if f.name != "method"])
-    cfg_try = SelectionModel(path, dict(settings)).config()
-    if cfg_try.select > cfg_try.pool:
-        raise ValueError(f"budget per step select={cfg_try.select} is larger than the pool ({cfg_try.pool})")
+    check_config(SelectionModel(path, dict(settings)).config())
     shown = "&".join(f"{k}={v}" for k, v in sorted(settings.items()))
     return SelectionModel(path, dict(settings), f"datasel:{path}" + (f"?{shown}" if shown else ""))

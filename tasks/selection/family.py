@@ -6,7 +6,8 @@ INSTALL = "pip install 'harness[methods]' torch"
 
 FAMILY = Family(
     name="selection",
-    title="Online data selection: Gated Fisher Volume against loss, gradient-norm, entropy and random selection",
+    title="Online data selection: Gated Fisher Volume against RHO-LOSS, GREATS, loss, gradient-norm, entropy and "
+          "random selection",
     tasks=("harness.tasks.selection.tasks", "harness.tasks.selection.sft_task"),
     backends=("harness.tasks.selection.backends",),
     # the same training budget for the method and its baseline
