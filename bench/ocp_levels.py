@@ -3,29 +3,33 @@ Elec2 (first 2,000 rows) and the five monthly stock series, in one run.
 
 Prints per stream and method: max coverage gap over levels, crossings, WIS, mean width, seconds,
 and WIS as a ratio to the per-level OGD baseline (``ogd``). Usage:
-``python bench/ocp_levels.py [--T 20000] [--seeds 1]``.
+``python bench/ocp_levels.py [--T 20000] [--seeds 1] [--methods pnorm,ogd,...]`` (``ogd`` is always run: it is
+the ratio's base).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import sys
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
 
+from harness.tasks.conformal.learners import METHODS as KNOWN  # noqa: E402
 from harness.tasks.conformal.metrics import stream_metrics  # noqa: E402
 from harness.tasks.conformal.online import run_online  # noqa: E402
 from harness.tasks.conformal.streams import DEFAULT_LEVELS, STREAMS, elec2, stocks, synthetic  # noqa: E402
 
-METHODS = ("pnorm", "up", "ogd_lazy", "ogd", "ogd_sorted", "aci", "aci_clipped")
+METHODS = ("pnorm", "up", "ogd_lazy", "ogd", "ogd_sorted", "aci", "aci_clipped", "dtaci", "saocp")
 
 
-def measure(series: list[list[float]], forecaster: str, burn_in: int) -> dict[str, dict[str, float]]:
+def measure(series: list[list[float]], forecaster: str, burn_in: int,
+            methods: tuple[str, ...] = METHODS) -> dict[str, dict[str, float]]:
     alphas = [1 - v for v in DEFAULT_LEVELS]
     out = {}
-    for method in METHODS:
+    for method in methods:
         rows = []
         for y in series:
             res = run_online(y, alphas, method, forecaster, burn_in)
@@ -40,7 +44,14 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--T", type=int, default=20000)
     ap.add_argument("--seeds", type=int, default=1)
+    ap.add_argument("--methods", default=",".join(METHODS))
     args = ap.parse_args()
+    picked = [m for m in args.methods.split(",") if m]
+    unknown = [m for m in picked if m not in KNOWN]
+    if unknown or args.T < 1 or args.seeds < 1:
+        print(f"error: unknown methods {unknown} (choose from {', '.join(KNOWN)}), or T/seeds below 1", file=sys.stderr)
+        raise SystemExit(2)
+    methods = tuple(dict.fromkeys(["ogd", *picked]))  # ogd first: every ratio needs it
     cases = [(f"{k} T={args.T}", [synthetic(k, args.T + 100, s) for s in range(args.seeds)], "ar", 100)
              for k in ("stationary", "shift", "sinusoid", "heavy") if k in STREAMS]
     cases.append(("elec2 2000 rows", [elec2(2000)], "ar", 100))
@@ -49,7 +60,7 @@ def main() -> None:
     print(f"{'stream':22s} {'method':10s} {'gap_max':>8s} {'cross':>6s} {'wis':>9s} {'wis/ogd':>8s} {'width':>8s} "
           f"{'sec':>5s}")
     for name, series, fc, burn in cases:
-        res = measure(series, fc, burn)
+        res = measure(series, fc, burn, methods)
         base = res["ogd"]["wis"]
         for method, m in res.items():
             print(f"{name:22s} {method:10s} {m['coverage_gap_max']:8.4f} {m['crossings']:6.0f} {m['wis']:9.5f} "

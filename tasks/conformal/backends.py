@@ -4,12 +4,15 @@ Methods (see ``learners.py``): ``pnorm`` (p-norm online mirror descent, p = 1 + 
 (coordinate-wise universal portfolio), both with lazy isotonic projection; baselines ``ogd``
 (independent per-level OGD, no projection), ``ogd_sorted`` (eagerly projected state), ``ogd_lazy``
 (OGD with lazy projection), ``aci`` (adaptive conformal inference per level, unclipped as its authors'
-code: a set may be the whole line or empty) and ``aci_clipped`` (MAPIE's clip of alpha_t to [0, 1]).
+code: a set may be the whole line or empty), ``aci_clipped`` (MAPIE's clip of alpha_t to [0, 1]),
+``dtaci`` (Gibbs & Candes' dynamically-tuned ACI: ACI experts over a grid of step sizes, exponential weights)
+and ``saocp`` (Bhatnagar et al.'s strongly adaptive OCP: scale-free OGD experts on geometric intervals).
 
 Settings (``-M``): ``lr`` (ogd*, pnorm: step = lr x burn-in score scale, default 0.05), ``wealth`` (up:
 initial wealth in units of the score scale, 0.05), ``grid`` (up: betting fractions, 201), ``gamma``
-(aci, aci_clipped: 0.005). A request whose stream has NaN/inf values, or bad levels/forecaster, gets an error
-output naming the problem; the other streams of the run go on.
+(aci, aci_clipped: 0.005), ``sigma`` and ``eta`` (dtaci: mixing and learning rates, 0.001 and 2.72),
+``lifetime`` (saocp: expert lifetime multiplier, a whole number, 8). A request whose stream has NaN/inf
+values, or bad levels/forecaster, gets an error output naming the problem; the other streams of the run go on.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from harness.tasks.conformal.streams import nan_steps, parse_levels
 from harness.types import Output, Request, Usage, options_part
 
 GENERATION = GENERATION_KEYS  # applied to requests by the model client; nothing for the method
-SETTINGS = {"lr", "wealth", "grid", "gamma"}
+SETTINGS = {"lr", "wealth", "grid", "gamma", "sigma", "eta", "lifetime"}
 
 
 def _stream_options(request: Request) -> dict[str, Any]:
@@ -87,12 +90,16 @@ def _settings(method: str, settings: dict[str, Any]) -> dict[str, float]:
             raise ValueError(f"ocp:{method}: {key} must be a number, got {value!r}") from None
         if out[key] <= 0:
             raise ValueError(f"ocp:{method}: {key} must be positive, got {value!r}")
+        if key == "sigma" and out[key] > 1:
+            raise ValueError(f"ocp:{method}: sigma is a mixing rate in (0, 1], got {value!r}")
+        if key == "lifetime" and (out[key] < 1 or out[key] != int(out[key])):
+            raise ValueError(f"ocp:{method}: lifetime must be a whole number >= 1, got {value!r}")
     return out
 
 
 @model("ocp", kind="method",
        description="Multi-level online conformal prediction: ocp:pnorm | up | ogd | ogd_sorted | ogd_lazy "
-                   "| aci | aci_clipped")
+                   "| aci | aci_clipped | dtaci | saocp")
 def ocp(path: str | None, **settings: Any) -> OnlineConformal:
     method = path or "pnorm"
     if method not in METHODS:
