@@ -10,17 +10,14 @@ grid, not a regret. Usage: ``python bench/ocp_level_sweep.py [--T 20000] [--seed
 
 from __future__ import annotations
 
-import argparse
 import math
 import os
-import sys
 import time
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
 
-from harness.tasks.conformal.learners import METHODS as KNOWN  # noqa: E402
 from harness.tasks.conformal.metrics import stream_metrics  # noqa: E402
 from harness.tasks.conformal.online import run_online  # noqa: E402
 from harness.tasks.conformal.streams import synthetic  # noqa: E402
@@ -48,16 +45,9 @@ def measure(kind: str, method: str, d: int, T: int, seeds: int) -> tuple[float, 
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--T", type=int, default=20000)
-    ap.add_argument("--seeds", type=int, default=1)
-    ap.add_argument("--methods", default=",".join(METHODS))
-    args = ap.parse_args()
-    methods = [m for m in args.methods.split(",") if m]
-    unknown = [m for m in methods if m not in KNOWN]
-    if unknown or args.T < 1 or args.seeds < 1:
-        print(f"error: unknown methods {unknown} (choose from {', '.join(KNOWN)}), or T/seeds below 1", file=sys.stderr)
-        raise SystemExit(2)
+    from ocp_levels import parse_args  # bench/ is the script's folder, so its sibling imports as is
+
+    args, methods = parse_args(METHODS)
     t0 = time.perf_counter()
     print(f"levels: d evenly spaced in [0.5, 0.98]; T={args.T}; mean over {args.seeds} seed(s); default settings")
     print(f"{'stream':7s} {'method':9s} {'d':>3s} {'gap_max':>8s} {'gap/d2':>7s} {'wis':>8s} {'wis/d2':>7s} "

@@ -40,17 +40,24 @@ def measure(series: list[list[float]], forecaster: str, burn_in: int,
     return out
 
 
-def main() -> None:
+def parse_args(default_methods: tuple[str, ...]) -> tuple[argparse.Namespace, list[str]]:
+    """``--T``, ``--seeds`` and ``--methods`` (checked: an unknown method or T/seeds below 1 is one line,
+    exit 2), shared with ``bench/ocp_level_sweep.py``."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--T", type=int, default=20000)
     ap.add_argument("--seeds", type=int, default=1)
-    ap.add_argument("--methods", default=",".join(METHODS))
+    ap.add_argument("--methods", default=",".join(default_methods))
     args = ap.parse_args()
     picked = [m for m in args.methods.split(",") if m]
     unknown = [m for m in picked if m not in KNOWN]
     if unknown or args.T < 1 or args.seeds < 1:
         print(f"error: unknown methods {unknown} (choose from {', '.join(KNOWN)}), or T/seeds below 1", file=sys.stderr)
         raise SystemExit(2)
+    return args, picked
+
+
+def main() -> None:
+    args, picked = parse_args(METHODS)
     methods = tuple(dict.fromkeys(["ogd", *picked]))  # ogd first: every ratio needs it
     cases = [(f"{k} T={args.T}", [synthetic(k, args.T + 100, s) for s in range(args.seeds)], "ar", 100)
              for k in ("stationary", "shift", "sinusoid", "heavy") if k in STREAMS]
