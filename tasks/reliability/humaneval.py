@@ -151,6 +151,8 @@ def _serve(req_r, res_w, entry):
         size = rfile.readline()
         if not size:
             break
+        # the arguments come from the checking process (the test's own calls), read by the model's
+        # process: unpickling here runs nothing the sandboxed program could not run itself
         args = pickle.loads(rfile.read(int(size)))
         try:
             out = ("ok", repr(fn(*args)))
