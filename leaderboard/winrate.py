@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from harness.stats import bootstrap_rng, normal_replicates, percentile_interval
 from harness.types import Direction
 
 from .ranking import Z95, Scored
@@ -55,7 +56,7 @@ def mean_win_rates(cells: Mapping[int, Mapping[str, Scored]], directions: Mappin
     sums = np.zeros((rounds + 1, len(models)))  # row 0: the point estimate; rows 1..: bootstrap draws
     n_tasks = np.zeros(len(models), dtype=int)
     opponents: dict[int, set[int]] = {m: set() for m in models}
-    rng = np.random.default_rng(seed)
+    rng = bootstrap_rng(seed)  # one stream for every task, drawn in task order
     for task in sorted(directions):
         direction = directions[task]
         if direction not in ("higher", "lower"):
@@ -65,7 +66,7 @@ def mean_win_rates(cells: Mapping[int, Mapping[str, Scored]], directions: Mappin
             continue
         value = np.array([cells[m][task].value for m in present], dtype=float)
         se = np.array([_se(cells[m][task]) for m in present])
-        draws = value + se * rng.standard_normal((rounds, len(present)))
+        draws = normal_replicates(value, se, rounds=rounds, rng=rng)
         rates = _rates(np.vstack([value[None, :], draws]), 1.0 if direction == "higher" else -1.0)
         cols = [index[m] for m in present]
         sums[:, cols] += rates
@@ -80,7 +81,7 @@ def mean_win_rates(cells: Mapping[int, Mapping[str, Scored]], directions: Mappin
             out[m] = WinRate(None, None, None, 0, 0)
             continue
         means = sums[:, i] / k
-        lo, hi = np.quantile(means[1:], [0.025, 0.975]) if rounds else (means[0], means[0])
+        lo, hi = percentile_interval(means[1:]) if rounds else (means[0], means[0])
         out[m] = WinRate(float(means[0]), float(min(lo, means[0])), float(max(hi, means[0])), k, len(opponents[m]))
     return out
 

@@ -12,7 +12,9 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from harness.stats import mean_ci
+import numpy as np
+
+from harness.stats import bootstrap_ci, mean_ci
 from harness.tasks.agents.env import ACHIEVEMENTS
 from harness.types import Metric
 
@@ -32,19 +34,21 @@ def crafter_score(rates: dict[str, float]) -> float:
     return math.exp(sum(math.log(1.0 + r) for r in vals) / len(vals)) - 1.0
 
 
-def score_ci(episodes: Sequence[dict[str, float]], seed: int = 0, rounds: int = 1000) -> tuple[float, float]:
-    """A 95% bootstrap interval of the Crafter score, resampling episodes."""
-    import numpy as np
+def _batched_scores(resampled: np.ndarray) -> np.ndarray:
+    """Crafter scores of (rounds, episodes, 22) unlocked flags: one score per resample."""
+    rates = 100.0 * resampled.mean(axis=1)  # (rounds, 22)
+    return np.exp(np.log1p(rates).mean(axis=1)) - 1.0
 
+
+def score_ci(episodes: Sequence[dict[str, float]], seed: int = 0, rounds: int = 1000) -> tuple[float, float]:
+    """A 95% bootstrap interval of the Crafter score, resampling episodes (each stored (sample, epoch)
+    is its own episode with its own seed, so episodes are the sampling units)."""
     n = len(episodes)
     if n < 2:
         return math.nan, math.nan
     mat = np.array([[1.0 if ep.get(f"achievement_{a}", 0.0) >= 1 else 0.0 for a in ACHIEVEMENTS] for ep in episodes])
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, n, size=(rounds, n))
-    rates = 100.0 * mat[idx].mean(axis=1)  # (rounds, 22)
-    scores = np.exp(np.log1p(rates).mean(axis=1)) - 1.0
-    return float(np.quantile(scores, 0.025)), float(np.quantile(scores, 0.975))
+    est = bootstrap_ci(mat, _batched_scores, seed=seed, rounds=rounds, batched=True)
+    return est.ci_low, est.ci_high
 
 
 def crafter_metrics(episodes: Sequence[dict[str, float]], *, key: str = "", value: str = "") -> list[Metric]:

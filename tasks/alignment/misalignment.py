@@ -151,20 +151,27 @@ def stratified_rate(groups: dict[str, list[float]], seed: int = 0, rounds: int =
                     ) -> tuple[float, float, float, int]:
     """Mean over questions of each question's rate, with a bootstrap CI that resamples answers
     within each question (``rounds`` = harness.stats.BOOTSTRAP_ROUNDS). Returns (value, ci_low,
-    ci_high, n answers)."""
+    ci_high, n answers). The questions are the fixed design, the answers (every repeat and epoch: each
+    is its own T=1 draw) the sampling units."""
     import numpy as np
+
+    from harness.stats import bootstrap_ci
 
     arrays = [np.asarray(v, dtype=float) for _, v in sorted(groups.items()) if v]
     if not arrays:
         return float("nan"), float("nan"), float("nan"), 0
     value = float(np.mean([a.mean() for a in arrays]))
-    rng = np.random.default_rng(seed)
-    boots = np.zeros(rounds)
-    for a in arrays:
-        boots += a[rng.integers(0, a.size, size=(rounds, a.size))].mean(axis=1)
-    boots /= len(arrays)
-    lo, hi = np.quantile(boots, [0.025, 0.975])
-    return value, float(lo), float(hi), int(sum(a.size for a in arrays))
+    bounds = np.cumsum([0, *(a.size for a in arrays)])
+
+    def mean_of_rates(resampled: np.ndarray) -> np.ndarray:  # (rounds, answers) -> (rounds,)
+        boots = np.zeros(resampled.shape[0])
+        for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
+            boots += resampled[:, lo:hi].mean(axis=1)
+        return boots / len(arrays)
+
+    est = bootstrap_ci(np.concatenate(arrays), mean_of_rates, seed=seed, rounds=rounds, batched=True,
+                       strata=[a.size for a in arrays], value=value)
+    return value, est.ci_low, est.ci_high, int(bounds[-1])
 
 
 def aggregate(records: list[SampleRecord]) -> list[Metric]:

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.stats import BOOTSTRAP_ROUNDS, mean_ci
+from harness.stats import BOOTSTRAP_ROUNDS, bootstrap_cis, mean_ci
 from harness.task import SampleRecord
 from harness.tasks.dsgg.metrics import K_VALUES
 from harness.tasks.dsgg.set_metrics import SetCounts
@@ -36,25 +36,21 @@ def _bootstrap(stats: dict[str, np.ndarray], fn: Callable[[dict[str, np.ndarray]
                seed: int = 0) -> dict[str, tuple[float, float, float]]:
     """value of ``fn`` on the summed stats plus a percentile interval over resampled videos."""
     n = next(iter(stats.values())).shape[0]
+
+    def per_resample(counts: np.ndarray) -> dict[str, np.ndarray]:
+        # every resample's summed stats at once: (rounds, n) counts of each video times its stats
+        rounds = counts.shape[0]
+        sums = {k: (counts @ a.reshape(n, -1)).reshape((rounds, *a.shape[1:])) for k, a in stats.items()}
+        boots: dict[str, list[float]] = defaultdict(list)
+        for b in range(rounds):
+            for k, v in fn({name: s[b] for name, s in sums.items()}).items():
+                boots[k].append(v)
+        return {k: np.asarray(v, dtype=float) for k, v in boots.items()}
+
     value = fn({k: a.sum(0) for k, a in stats.items()})
-    if n < 2:
-        return {k: (v, v, v) for k, v in value.items()}
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, n, size=(BOOTSTRAP_ROUNDS, n))
-    w = np.zeros((BOOTSTRAP_ROUNDS, n))
-    np.add.at(w, (np.repeat(np.arange(BOOTSTRAP_ROUNDS), n), idx.ravel()), 1.0)
-    sums = {k: (w @ a.reshape(n, -1)).reshape((BOOTSTRAP_ROUNDS, *a.shape[1:])) for k, a in stats.items()}
-    boots: dict[str, list[float]] = defaultdict(list)
-    for b in range(BOOTSTRAP_ROUNDS):
-        for k, v in fn({name: s[b] for name, s in sums.items()}).items():
-            boots[k].append(v)
-    out = {}
-    for k, v in value.items():
-        arr = np.asarray(boots[k], dtype=float)
-        arr = arr[np.isfinite(arr)]
-        lo, hi = (np.quantile(arr, [0.025, 0.975]) if arr.size else (np.nan, np.nan))
-        out[k] = (v, float(lo), float(hi))
-    return out
+    est = bootstrap_cis(n, per_resample, seed=seed, rounds=BOOTSTRAP_ROUNDS, batched=True, resample="counts",
+                        value=value)
+    return {k: (e.value, e.ci_low, e.ci_high) for k, e in est.items()}
 
 
 def _recall_stats(recs: list[SampleRecord], constraint: str, n_pred: int) -> dict[str, np.ndarray] | None:

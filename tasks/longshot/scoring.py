@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from harness.aggregate import per_sample_means
-from harness.stats import BOOTSTRAP_ROUNDS, mean_ci
+from harness.stats import BOOTSTRAP_ROUNDS, mean_ci, percentile_interval, resample_counts
 from harness.task import SampleRecord
 from harness.types import Metric
 
@@ -94,11 +94,11 @@ def _ratio(num: np.ndarray, den: np.ndarray, present: np.ndarray) -> np.ndarray:
 
 
 def _ci(point: float, boots: np.ndarray) -> tuple[float | None, float | None]:
-    b = boots[~np.isnan(boots)]
-    if b.size == 0 or np.isnan(point):
+    """The percentile interval of the resamples where the group is present; none for an absent point."""
+    if np.isnan(point):
         return None, None
-    lo, hi = np.quantile(b, [0.025, 0.975])
-    return float(lo), float(hi)
+    lo, hi = percentile_interval(boots)
+    return (None, None) if np.isnan(lo) else (lo, hi)
 
 
 def aggregate(records: list[SampleRecord], *, seed: int = 0, rounds: int = BOOTSTRAP_ROUNDS) -> list[Metric]:
@@ -108,9 +108,9 @@ def aggregate(records: list[SampleRecord], *, seed: int = 0, rounds: int = BOOTS
     n_unscored = sum(1 for r in records if r.error is None and r.unscored is not None)
     if items:
         n = len(items)
-        rng = np.random.default_rng(seed)
-        # row 0 = the observed data, rows 1.. = bootstrap resamples of items (counts per item)
-        weights = np.vstack([np.ones(n), rng.multinomial(n, np.full(n, 1.0 / n), size=rounds)])
+        # row 0 = the observed data, rows 1.. = bootstrap resamples of items (counts per item; items are
+        # the sampling units, each holding its turns with their epochs averaged)
+        weights = np.vstack([np.ones(n), resample_counts(n, rounds=rounds, seed=seed, multinomial=True)])
         earned = np.array([i.earned for i in items])
         earned_pen = np.array([i.earned_pen for i in items])
         possible = np.array([i.possible for i in items])

@@ -50,6 +50,8 @@ def cluster_metrics(records: list[SampleRecord], seed: int = 0) -> list[Metric]:
     import numpy as np
     from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score
 
+    from harness.stats import bootstrap_cis
+
     ok = [r for r in records if r.error is None and r.unscored is None and "cluster" in r.details]
     out = [Metric("errors", float(sum(r.error is not None for r in records)), n=len(records)),
            Metric("unscored", float(sum(r.error is None and r.unscored is not None for r in records)),
@@ -60,13 +62,13 @@ def cluster_metrics(records: list[SampleRecord], seed: int = 0) -> list[Metric]:
     pred = np.array([r.details["cluster"] for r in ok])
     true = np.array([r.details["label"] for r in ok])
     n = len(ok)
-    rng = np.random.default_rng(seed)
-    boots = rng.integers(0, n, size=(BOOTSTRAP, n))
-    for name, fn in (("ari", adjusted_rand_score), ("nmi", normalized_mutual_info_score)):
-        value = float(fn(true, pred))
-        samples = [float(fn(true[b], pred[b])) for b in boots]
-        lo, hi = np.quantile(samples, [0.025, 0.975])
-        out.append(Metric(name, value, float(lo), float(hi), n))
+    # points are the sampling units: a resample is (label, cluster) pairs drawn together
+    scores = {"ari": adjusted_rand_score, "nmi": normalized_mutual_info_score}
+    est = bootstrap_cis(np.column_stack([true, pred]),
+                        lambda pts: {name: float(fn(pts[:, 0], pts[:, 1])) for name, fn in scores.items()},
+                        seed=seed, rounds=BOOTSTRAP)
+    for name, e in est.items():
+        out.append(Metric(name, e.value, e.ci_low, e.ci_high, n))
     X = [r.metadata.get("x") for r in ok]
     if all(x is not None for x in X):
         out.append(Metric("objective", partition_objective(X, pred), n=n))

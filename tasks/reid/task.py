@@ -7,7 +7,8 @@ agreid2 with ``root=DIR``; for synth: ``ids`` (40), ``ground`` (4), ``aerial`` (
 as torchreid) or cosine.
 
 Each query and gallery image is one sample (an image part; metadata ``pid``, ``camid``, ``role``); the
-backend answers an embedding in ``Output.prediction``. ``aggregate`` builds the query x gallery
+backend answers an embedding in ``Output.prediction`` (with ``--epochs N``, an image's epochs are averaged
+into one embedding, so every image is ranked and counted once). ``aggregate`` builds the query x gallery
 distance matrix and scores it with :func:`harness.tasks.reid.metrics.evaluate`: mAP, rank-1/5/10 and
 mINP with 95% bootstrap intervals over queries, the counts of valid and skipped queries (a query whose
 identity is absent from the gallery), and the backend's fit record (CVCF removal rates, seconds).
@@ -85,18 +86,38 @@ def score(sample: Sample, output: Output, ctx: ScoreContext) -> Score:
                                      "role": m.get("role")})
 
 
-def _bootstrap(per_query: Any, rng: Any) -> tuple[float, float]:
+def _row_means(resampled: Any) -> Any:
+    return resampled.mean(axis=1)
+
+
+def _images(usable: list[SampleRecord], role: str) -> tuple[list[SampleRecord], Any]:
+    """One (record, embedding) per image of ``role``: the mean of its usable epochs' embeddings.
+
+    An image is one sample however many epochs ran: scoring every (image, epoch) record as its own
+    query or gallery image would rank an image's copies against each other and count one query
+    E times (with --epochs 2, one query whose right match is second gets AP 5/12 instead of 1/2).
+    The built-in backends embed deterministically (eval mode, no dropout, fixed mirror averaging), so
+    their epochs are copies and the mean is exactly that embedding; a stochastic backend's epochs are
+    draws of one descriptor, and their mean is the test-time average ReID code takes of augmented
+    views (as ``embed`` does for the mirror), using every epoch that produced an embedding."""
     import numpy as np
 
-    n = len(per_query)
-    idx = rng.integers(0, n, size=(BOOTSTRAP, n))
-    lo, hi = np.quantile(per_query[idx].mean(axis=1), [0.025, 0.975])
-    return float(lo), float(hi)
+    from harness.stats import unit_means
+
+    recs = [r for r in usable if r.metadata.get("role") == role]  # in (sample id, epoch) order
+    if not recs:
+        return [], np.zeros((0, 0))
+    ids, emb = unit_means([r.sample_id for r in recs], [r.details["embedding"] for r in recs])
+    first: dict[str, SampleRecord] = {}
+    for r in recs:
+        first.setdefault(r.sample_id, r)
+    return [first[i] for i in ids], emb
 
 
 def reid_metrics(records: list[SampleRecord], distance: str = "euclidean", seed: int = 0) -> list[Metric]:
     import numpy as np
 
+    from harness.stats import bootstrap_ci, bootstrap_rng
     from harness.tasks.reid.metrics import ReIDInputError, cosine_distances, euclidean_distances, evaluate
 
     out: list[Metric] = []
@@ -105,20 +126,18 @@ def reid_metrics(records: list[SampleRecord], distance: str = "euclidean", seed:
     if dims:  # an embedding of another size than most cannot be compared: counted as unusable
         common = max(set(dims), key=dims.count)
         usable = [r for r in usable if len(r.details["embedding"]) == common]
-    for role in ("query", "gallery"):
-        n_role = sum(1 for r in records if r.metadata.get("role") == role)
-        bad = n_role - sum(1 for r in usable if r.metadata.get("role") == role)
+    for role in ("query", "gallery"):  # images, not (image, epoch) records: unusable = no usable epoch
+        n_role = len({r.sample_id for r in records if r.metadata.get("role") == role})
+        bad = n_role - len({r.sample_id for r in usable if r.metadata.get("role") == role})
         out.append(Metric(f"unscored_{role if role == 'gallery' else 'queries'}", float(bad), n=n_role))
     usable.sort(key=lambda r: (r.sample_id, r.epoch))
-    q = [r for r in usable if r.metadata.get("role") == "query"]
-    g = [r for r in usable if r.metadata.get("role") == "gallery"]
+    q, qf = _images(usable, "query")
+    g, gf = _images(usable, "gallery")
     if not q or not g:
         return out
     for r in q + g:
         if r.metadata.get("camid") is None or r.metadata.get("pid") is None:
             raise ReIDInputError(f"sample {r.sample_id!r} has no camera id or identity")
-    qf = np.asarray([r.details["embedding"] for r in q])
-    gf = np.asarray([r.details["embedding"] for r in g])
     dist = euclidean_distances(qf, gf) if distance == "euclidean" else cosine_distances(qf, gf)
     arr = lambda rs, k: np.asarray([r.metadata[k] for r in rs])  # noqa: E731
     try:
@@ -128,13 +147,19 @@ def reid_metrics(records: list[SampleRecord], distance: str = "euclidean", seed:
             raise
         out.append(Metric("skipped_queries", float(len(q)), n=len(q)))
         return out
-    rng = np.random.default_rng(seed)
+    # queries are the sampling units; the five intervals draw one after another from one seeded stream
+    rng = bootstrap_rng(seed)
     n = res.n_valid
+
+    def interval(per_query: Any, value: float) -> tuple[float, float]:
+        est = bootstrap_ci(per_query, _row_means, rng=rng, rounds=BOOTSTRAP, batched=True, value=value)
+        return est.ci_low, est.ci_high
+
     for name, per_query, value in (("mAP", res.ap, res.mAP), ("mINP", res.inp, res.mINP)):
-        out.append(Metric(name, value, *_bootstrap(per_query, rng), n=n))
+        out.append(Metric(name, value, *interval(per_query, value), n=n))
     for k in (1, 5, 10):
         hits = (res.first < k).astype(np.float64)
-        out.append(Metric(f"rank{k}", res.rank(k), *_bootstrap(hits, rng), n=n))
+        out.append(Metric(f"rank{k}", res.rank(k), *interval(hits, res.rank(k)), n=n))
     out.append(Metric("valid_queries", float(n), n=len(q)))
     out.append(Metric("skipped_queries", float(len(q) - n), n=len(q)))
     fit = next((r.details.get("fit") for r in usable if r.details.get("fit")), None) or {}

@@ -11,9 +11,11 @@ in ``Output.prediction["scores"]`` and the task compares them.
 from __future__ import annotations
 
 import csv
+import math
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from harness.data import DatasetError, read_jsonl
 from harness.registry import task
@@ -153,18 +155,17 @@ def pairs_aggregate(task_ref: list[Task]) -> Callable[[list[SampleRecord]], list
         import numpy as np
 
         from harness.aggregate import default_aggregate, per_sample_means
+        from harness.stats import bootstrap_ci
 
         metrics = default_aggregate(task_ref[0], records)
         means = per_sample_means(records)
         ids = sorted(set(means.get("realism_realistic", {})) & set(means.get("realism_violated", {})))
         if ids:
-            pos = [means["realism_realistic"][i] for i in ids]
-            neg = [means["realism_violated"][i] for i in ids]
-            rng = np.random.default_rng(0)
-            draws = rng.integers(0, len(ids), (1000, len(ids)))
-            boots = [auroc([pos[j] for j in b], [neg[j] for j in b]) for b in draws]
-            lo, hi = np.quantile(boots, [0.025, 0.975])
-            metrics.append(Metric("auroc", auroc(pos, neg), float(lo), float(hi), len(ids)))
+            # pairs are the sampling units (epochs already averaged per pair): both videos resampled together
+            pairs = np.column_stack([[means["realism_realistic"][i] for i in ids],
+                                     [means["realism_violated"][i] for i in ids]])
+            est = bootstrap_ci(pairs, lambda p: auroc(list(p[:, 0]), list(p[:, 1])), seed=0, rounds=1000)
+            metrics.append(Metric("auroc", est.value, est.ci_low, est.ci_high, len(ids)))
         return metrics
 
     return aggregate
@@ -246,20 +247,23 @@ def correlation_metrics(x: list[float], y: list[float], seed: int = 0, rounds: i
     import numpy as np
     from scipy import stats
 
+    from harness.stats import bootstrap_ci
+
     xa, ya = np.asarray(x, float), np.asarray(y, float)
     out = []
     for name, fn in (("spearman", stats.spearmanr), ("pearson", stats.pearsonr)):
         if len(xa) < 3 or np.all(xa == xa[0]) or np.all(ya == ya[0]):
             continue  # undefined (too few videos or a constant side): no row rather than a NaN
         value = float(fn(xa, ya)[0])
-        rng = np.random.default_rng(seed)
-        boots = []
-        for idx in rng.integers(0, len(xa), (rounds, len(xa))):
-            if np.all(xa[idx] == xa[idx][0]) or np.all(ya[idx] == ya[idx][0]):
-                continue  # a constant resample has no correlation
-            boots.append(float(fn(xa[idx], ya[idx])[0]))
-        lo, hi = np.quantile(boots, [0.025, 0.975]) if boots else (None, None)
-        out.append(Metric(name, value, None if lo is None else float(lo), None if hi is None else float(hi), len(xa)))
+
+        def corr(v: np.ndarray, fn: Any = fn) -> float:  # a constant resample has no correlation: left out
+            if np.all(v[:, 0] == v[0, 0]) or np.all(v[:, 1] == v[0, 1]):
+                return math.nan
+            return float(fn(v[:, 0], v[:, 1])[0])
+
+        est = bootstrap_ci(np.column_stack([xa, ya]), corr, seed=seed, rounds=rounds, value=value)
+        lo, hi = (None, None) if math.isnan(est.ci_low) else (est.ci_low, est.ci_high)
+        out.append(Metric(name, value, lo, hi, len(xa)))
     return out
 
 
