@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from harness.model import Model, close_model
+from harness.model import Model, close_model, kind_refusal
 from harness.types import GenerationConfig, JudgementRecord, Message, Output, Request, Usage, stable_hash
 
 if TYPE_CHECKING:
@@ -150,12 +150,26 @@ class ModelClient:
 
     async def send(self, requests: Sequence[Request]) -> list[Output]:
         """The backend's ``generate`` as it is (requests already prepared), its replies counted; an
-        exception propagates (the runner records it per sample with its kind)."""
-        outs = await self.model.generate(list(requests))
-        if len(outs) != len(requests):
-            raise RuntimeError(f"{self.model.spec} returned {len(outs)} outputs for {len(requests)} requests")
-        self.account(outs)
-        return outs
+        exception propagates (the runner records it per sample with its kind). A request of a kind
+        the backend does not answer never reaches it (a chat backend would answer a scoring request
+        with a reply to its first message): it fails alone, with kind ``request_kind``."""
+        outs: list[Output | None] = [None] * len(requests)
+        todo = []
+        for i, r in enumerate(requests):
+            refusal = kind_refusal(self.model, r.kind)
+            if refusal is None:
+                todo.append(i)
+            else:
+                outs[i] = Output(error=refusal, details={"error_kind": "request_kind"})
+        if todo:
+            fresh = await self.model.generate([requests[i] for i in todo])
+            if len(fresh) != len(todo):
+                raise RuntimeError(f"{self.model.spec} returned {len(fresh)} outputs for {len(todo)} requests")
+            for i, out in zip(todo, fresh, strict=True):
+                outs[i] = out
+        done = [o for o in outs if o is not None]
+        self.account(done)
+        return done
 
     async def call(self, requests: Sequence[Request]) -> list[Output]:
         """:meth:`send`, with a failed batch turned into one error Output per request (a follow-up

@@ -9,7 +9,8 @@ is an Output with ``error`` set, an exception fails the whole batch (the runner 
 Required attributes: ``spec``, ``batch_size``, ``concurrency``, ``modalities``, ``cacheable`` and
 ``generate``. ``spec`` is the model's half of the response-cache key (the other half is the
 request): a backend must put every setting that changes its replies into it (``hf:DIR?dtype=...``).
-Optional: ``generation_extras`` (request-level ``-M`` keys besides GenerationConfig's fields, which
+Optional: ``request_kinds`` (the :data:`~harness.types.RequestKind` values it answers; ``{"chat"}``
+when absent: such a backend is never handed a completion or scoring request), ``generation_extras`` (request-level ``-M`` keys besides GenerationConfig's fields, which
 the model client puts into ``config.extra``), ``fit`` (a :class:`FitModel`), ``aclose``/``close``.
 Backends are called through :class:`harness.client.ModelClient`, which applies the run's settings:
 a backend never re-applies ``-M`` generation keys itself.
@@ -41,6 +42,26 @@ class FitModel(Model, Protocol):
     """A training-method backend: fitted on the task's train split once before test requests."""
 
     def fit(self, train: Sequence[Sample]) -> dict[str, Any]: ...
+
+
+def request_kinds(model: Any) -> frozenset[str]:
+    """What kinds of request a model answers: its ``request_kinds``, else chat only."""
+    return frozenset(getattr(model, "request_kinds", None) or ("chat",))
+
+
+def kind_refusal(model: Any, kind: str) -> str | None:
+    """The one line that says a model cannot answer ``kind`` requests, or None when it can."""
+    kinds = request_kinds(model)
+    if kind in kinds:
+        return None
+    spec = getattr(model, "spec", "?")
+    what = {"loglikelihood": "loglikelihood requests (the log-probability of given continuations)",
+            "loglikelihood_rolling": "rolling loglikelihood requests (the log-probability of whole texts)",
+            "completion": "raw-text completion requests (no chat template)"}.get(kind, f"{kind} requests")
+    hint = (" Scoring needs a backend that reads the model's log-probabilities of given text: hf:, llamacpp:,"
+            " vllm:, or openai: with endpoint=completions on a server that echoes prompt logprobs."
+            if kind.startswith("loglikelihood") else "")
+    return f"{spec} cannot answer {what}; it answers {', '.join(sorted(kinds))}.{hint}"
 
 
 async def close_model(model: Any) -> None:

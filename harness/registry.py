@@ -14,6 +14,7 @@ from __future__ import annotations
 import difflib
 import functools
 import importlib
+import inspect
 import pkgutil
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -45,6 +46,9 @@ class Entry:
     settings: frozenset[str] = frozenset()
     strict: bool = False
     model_kind: ModelKind = "llm"  # models only: see MODEL_KINDS
+    # tasks only: a *parametric* task answers every name ``NAME:VALUE``, its factory getting VALUE as
+    # this keyword (``lmeval:hellaswag`` -> ``lmeval(name="hellaswag")``); "" for a plain task
+    argument: str = ""
 
 
 class UnknownNameError(UserError, LookupError):
@@ -60,9 +64,13 @@ def _first_line(text: str | None) -> str:
     return (text or "").strip().splitlines()[0] if (text or "").strip() else ""
 
 
-def task(name: str, *, description: str = "", family: str = "") -> Callable[[Any], Any]:
+def task(name: str, *, description: str = "", family: str = "", argument: str = "") -> Callable[[Any], Any]:
     """Register a task factory ``f(**options) -> Task``. Name, description and family are given
-    here once: the :class:`~harness.task.Task` the factory returns gets them filled in."""
+    here once: the :class:`~harness.task.Task` the factory returns gets them filled in. With
+    ``argument``, the task is parametric: ``NAME:VALUE`` is a task of its own, built by the factory
+    with ``argument=VALUE`` and named ``NAME:VALUE`` (a library of tasks behind one factory)."""
+    if ":" in name:
+        raise ValueError(f"@task({name!r}): a task name has no ':' (it separates a parametric task's value)")
 
     def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
         desc = description or _first_line(fn.__doc__)
@@ -78,7 +86,7 @@ def task(name: str, *, description: str = "", family: str = "") -> Callable[[Any
                 made.family = made.family or family
             return made
 
-        _REGISTRY["task"][name] = Entry(name, factory, desc, "task", family)
+        _REGISTRY["task"][name] = Entry(name, factory, desc, "task", family, argument=argument)
         return fn
 
     return wrap
@@ -191,6 +199,8 @@ def lookup(kind: Kind, name: str) -> Entry:
     reg = _REGISTRY[kind]
     if name in reg:
         return reg[name]
+    if kind == "task" and ":" in name:
+        return _parametric(name)
     # fast paths: a general backend module of that name (harness.models.openai), then the modules of
     # the family the name belongs to; only an unknown name pays for importing everything
     if kind == "model" and name.isidentifier() and _try_import(f"{_PACKAGES[kind]}.{name}") and name in reg:
@@ -205,6 +215,37 @@ def lookup(kind: Kind, name: str) -> Entry:
     close = difflib.get_close_matches(name, list(reg), n=3, cutoff=0.5)
     hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
     raise UnknownNameError(f"unknown {kind} {name!r}{hint} (see `harness {kind}s`)")
+
+
+def _parametric(name: str) -> Entry:
+    """``BASE:VALUE`` as a task of its own: the parametric task BASE's factory with its argument bound."""
+    base_name, _, value = name.partition(":")
+    base = lookup("task", base_name) if base_name else None
+    if base is None or not base.argument:
+        raise UnknownNameError(f"unknown task {name!r}: {base_name!r} is not a task that takes a ':' value "
+                               "(see `harness tasks`)")
+    if not value:
+        raise UnknownNameError(f"task {name!r}: name the {base.argument} after the ':' (see `harness tasks {base_name}`)")
+    bound = base.factory
+
+    @functools.wraps(bound)
+    def factory(*args: Any, **kwargs: Any) -> Any:
+        made = bound(*args, **{base.argument: value}, **kwargs)
+        from harness.task import Task
+
+        if isinstance(made, Task) and made.name in ("", base_name):
+            made.name = name
+        return made
+
+    # the bound argument is no option of the derived task (its -T listing and check leave it out)
+    factory.__signature__ = _without(inspect.signature(bound), base.argument)  # type: ignore[attr-defined]
+    entry = Entry(name, factory, base.description, "task", base.family)
+    _REGISTRY["task"][name] = entry
+    return entry
+
+
+def _without(sig: inspect.Signature, parameter: str) -> inspect.Signature:
+    return sig.replace(parameters=[p for p in sig.parameters.values() if p.name != parameter])
 
 
 def entries(kind: Kind) -> list[Entry]:

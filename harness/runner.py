@@ -25,7 +25,7 @@ from harness.client import ModelClient
 from harness.errors import UserError
 from harness.finalize import finalize_run
 from harness.gcpause import lighter_gc, short_switch_interval
-from harness.model import FitModel, Model
+from harness.model import FitModel, Model, kind_refusal
 from harness.modelspec import alias_settings, build_model
 from harness.progress import RunProgress
 from harness.registry import spec_kind
@@ -68,6 +68,27 @@ def _details(output: Output | None, score: Score | None) -> dict[str, Any]:
     if score is not None and score.judgements:
         out["_judgements"] = [j.to_dict() for j in score.judgements]
     return out
+
+
+def _stored_input(item: _Item) -> dict[str, Any]:
+    """What the sample's row keeps of its input: the messages as sent (chat), the sample's own messages
+    plus the request itself (a completion prompt, scoring pairs or texts), and the metadata."""
+    sent = item.request_dict
+    if sent is not None and "messages" in sent:
+        return {"messages": sent["messages"], "metadata": item.sample.metadata}
+    stored: dict[str, Any] = {"messages": [m.to_dict() for m in item.sample.messages], "metadata": item.sample.metadata}
+    if sent is not None:
+        stored["request"] = sent
+    return stored
+
+
+def _prediction(output: Output | None) -> Any:
+    """A backend's structured prediction; for a scoring request, its loglikelihoods."""
+    if output is None:
+        return None
+    if output.prediction is None and output.loglikelihoods is not None:
+        return {"loglikelihoods": [ll.to_list() for ll in output.loglikelihoods]}
+    return output.prediction
 
 
 def _error_kind(exc: BaseException) -> str:
@@ -136,6 +157,9 @@ class Runner:
                 f"model {self._model.spec!r} cannot take {sorted(missing)} input that task "
                 f"{self.task.name!r} needs (it takes {sorted(self._model.modalities)})"
             )
+        refusal = kind_refusal(self._model, self.task.request_kind)
+        if refusal:
+            raise RunConfigError(f"task {self.task.name!r}: {refusal}")
         # an alias card's generation keys apply to requests like -M ones (which win)
         settings = {**alias_settings(self.cfg.model, set(self.task.modalities)), **self.cfg.model_settings}
         self.client = self._client(self._model, settings, seed=self.cfg.seed, label=self.cfg.model)
@@ -236,14 +260,10 @@ class Runner:
             "sample_id": item.sample.id,
             "epoch": item.epoch,
             "input_hash": item.cache_key or (req.fingerprint() if req else ""),
-            "input": {
-                "messages": item.request_dict["messages"] if item.request_dict
-                else [m.to_dict() for m in item.sample.messages],
-                "metadata": item.sample.metadata,
-            },
+            "input": _stored_input(item),
             "target": item.sample.target,
             "output": output.text if output else "",
-            "prediction": output.prediction if output else None,
+            "prediction": _prediction(output),
             "answer": score.answer if score else None,
             "scores": score.values if score else {},
             "unscored": score.unscored if score else None,

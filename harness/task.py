@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from harness.types import Metric, MetricInfo, Output, Request, Sample, Score
+from harness.types import Metric, MetricInfo, Output, Request, RequestKind, Sample, Score
 
 if TYPE_CHECKING:
     from harness.client import ModelClient
@@ -95,6 +95,9 @@ class Task:
     options: dict[str, Any] = field(default_factory=dict)
     # train split for fit-then-predict backends (training methods as models)
     train: Callable[[], Iterable[Sample]] | None = None
+    # what ``prompt`` asks the model (harness.types.RequestKind): a run on a backend that cannot
+    # answer it is refused before any call
+    request_kind: RequestKind = "chat"
 
     def metric_info(self, name: str) -> MetricInfo | None:
         """The declaration of a metric (breakdown rows share their metric's); None if undeclared."""

@@ -130,17 +130,65 @@ class GenerationConfig:
 _GEN_FIELDS = set(GenerationConfig.__dataclass_fields__)
 
 
+# What a request asks. ``chat``: a reply to the conversation (the backend applies its chat template);
+# ``completion``: a continuation of ``prompt`` taken as raw text (no template: lm-eval's generate_until
+# on a base-model prompt); ``loglikelihood``: for each (context, continuation) of ``pairs``, the summed
+# log-probability of the continuation's tokens after the context and whether greedy decoding would have
+# produced exactly them; ``loglikelihood_rolling``: for each of ``texts``, the log-probability of the
+# whole text (perplexity), scored in disjoint windows of the model's context length.
+RequestKind = Literal["chat", "completion", "loglikelihood", "loglikelihood_rolling"]
+REQUEST_KINDS: tuple[str, ...] = ("chat", "completion", "loglikelihood", "loglikelihood_rolling")
+SCORING_KINDS: frozenset[str] = frozenset({"loglikelihood", "loglikelihood_rolling"})
+
+
 @dataclass(slots=True)
 class Request:
-    """What a model is asked: a conversation plus generation settings."""
+    """What a model is asked: a conversation plus generation settings (``kind`` ``chat``, the default),
+    a raw prompt to continue (``completion``), or text to score (``loglikelihood`` pairs,
+    ``loglikelihood_rolling`` texts); see :data:`RequestKind`."""
 
     messages: list[Message]
     config: GenerationConfig = field(default_factory=GenerationConfig)
     sample_id: str = ""
     epoch: int = 0
+    kind: RequestKind = "chat"
+    prompt: str = ""
+    pairs: list[tuple[str, str]] = field(default_factory=list)
+    texts: list[str] = field(default_factory=list)
+
+    @staticmethod
+    def completion(prompt: str, config: GenerationConfig | None = None) -> Request:
+        return Request([Message.text("user", prompt)], config or GenerationConfig(), kind="completion",
+                       prompt=prompt)
+
+    @staticmethod
+    def loglikelihood(pairs: Sequence[tuple[str, str]]) -> Request:
+        """One request for all of a sample's (context, continuation) pairs (a question's choices), so
+        the sample is one row and the backend batches the pairs of many samples together."""
+        if not pairs:
+            raise ValueError("a loglikelihood request needs at least one (context, continuation) pair")
+        pairs = [(str(c), str(x)) for c, x in pairs]
+        if any(not x for _c, x in pairs):
+            raise ValueError("a loglikelihood continuation is empty: there is nothing to score")
+        return Request([Message.text("user", pairs[0][0])], kind="loglikelihood", pairs=pairs)
+
+    @staticmethod
+    def rolling(texts: Sequence[str]) -> Request:
+        if not texts:
+            raise ValueError("a rolling loglikelihood request needs at least one text")
+        texts = [str(t) for t in texts]
+        return Request([Message.text("user", texts[0])], kind="loglikelihood_rolling", texts=texts)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"messages": [m.to_dict() for m in self.messages], "config": self.config.to_dict()}
+        if self.kind == "chat":  # the shape every cache key of a chat request has always had
+            return {"messages": [m.to_dict() for m in self.messages], "config": self.config.to_dict()}
+        if self.kind == "completion":
+            return {"kind": self.kind, "prompt": self.prompt, "config": self.config.to_dict()}
+        # scoring requests: no sampling settings (a seed or temperature changes nothing), so the same
+        # text scored in another run or epoch is one cache entry
+        if self.kind == "loglikelihood":
+            return {"kind": self.kind, "pairs": [[c, x] for c, x in self.pairs]}
+        return {"kind": self.kind, "texts": list(self.texts)}
 
     def fingerprint(self) -> str:
         """Hash of what determines the reply (not the sample id): the cache and input-hash key."""
@@ -172,6 +220,28 @@ class Usage:
         return Usage(**d) if d else Usage()
 
 
+@dataclass(frozen=True, slots=True)
+class Loglikelihood:
+    """One scored continuation: the summed log-probability (natural log) of its tokens, whether greedy
+    decoding reproduces every one of them, and how many tokens were scored."""
+
+    logprob: float
+    greedy: bool
+    tokens: int
+
+    def to_list(self) -> list[Any]:
+        return [self.logprob, self.greedy, self.tokens]
+
+    @staticmethod
+    def from_any(value: Any) -> Loglikelihood:
+        if isinstance(value, Loglikelihood):
+            return value
+        if isinstance(value, dict):
+            return Loglikelihood(float(value["logprob"]), bool(value["greedy"]), int(value["tokens"]))
+        logprob, greedy, tokens = value
+        return Loglikelihood(float(logprob), bool(greedy), int(tokens))
+
+
 @dataclass(slots=True)
 class Output:
     """A model's reply. ``error`` set means the call failed; the sample is stored with it."""
@@ -183,9 +253,11 @@ class Output:
     logprobs: list[dict[str, Any]] | None = None
     cached: bool = False
     details: dict[str, Any] = field(default_factory=dict)  # e.g. operator traces, raw replies
+    # a scoring request's answer: one per pair (loglikelihood) or text (rolling), in order
+    loglikelihoods: list[Loglikelihood] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "text": self.text,
             "prediction": self.prediction,
             "usage": self.usage.to_dict(),
@@ -193,6 +265,9 @@ class Output:
             "logprobs": self.logprobs,
             "details": self.details,
         }
+        if self.loglikelihoods is not None:
+            out["loglikelihoods"] = [ll.to_list() for ll in self.loglikelihoods]
+        return out
 
     @staticmethod
     def from_dict(d: dict[str, Any]) -> Output:
@@ -203,6 +278,8 @@ class Output:
             error=d.get("error"),
             logprobs=d.get("logprobs"),
             details=d.get("details") or {},
+            loglikelihoods=[Loglikelihood.from_any(v) for v in d["loglikelihoods"]]
+            if d.get("loglikelihoods") is not None else None,
         )
 
 

@@ -14,7 +14,8 @@ strings, per-token logprobs when ``config.logprobs``; usage counts prompt and ge
 
 Settings (``-M key=value``): dtype (auto|float32|bfloat16|float16), device (auto|cpu|cuda|cuda:N),
 batch_size, threads (CPU threads; default OMP_NUM_THREADS), gguf_file, revision, trust_remote_code,
-attn_implementation, and generation keys (max_tokens, temperature, top_p, seed, stop, logprobs,
+attn_implementation, max_length (the context length scoring and raw completions work within, as
+lm-eval's ``max_length`` model argument; default: the model config's), and generation keys (max_tokens, temperature, top_p, seed, stop, logprobs,
 top_k, top_logprobs, repetition_penalty) which override every request's own values.
 """
 
@@ -31,16 +32,16 @@ from typing import Any
 
 from harness.modelspec import ModelSpecError
 from harness.registry import model
-from harness.types import GenerationConfig, Message, Output, Request, Usage
+from harness.types import REQUEST_KINDS, SCORING_KINDS, GenerationConfig, Message, Output, Request, Usage
 
 from .hf_embedded import EMBEDDED, ensure_converted
 
 GENERATION_SETTINGS = ("max_tokens", "temperature", "top_p", "seed", "stop", "logprobs")
 EXTRA_GENERATION_SETTINGS = ("top_k", "top_logprobs", "repetition_penalty")
 LOAD_SETTINGS = ("dtype", "device", "batch_size", "threads", "gguf_file", "revision", "trust_remote_code",
-                 "attn_implementation", "concurrency")
+                 "attn_implementation", "concurrency", "max_length")
 # settings that change replies go into the spec string, hence into the response-cache key
-SPEC_SETTINGS = ("dtype", "gguf_file", "revision", *GENERATION_SETTINGS, *EXTRA_GENERATION_SETTINGS)
+SPEC_SETTINGS = ("dtype", "gguf_file", "revision", "max_length", *GENERATION_SETTINGS, *EXTRA_GENERATION_SETTINGS)
 
 
 class ModelLoadError(ModelSpecError):
@@ -54,6 +55,7 @@ class _Prepared:
     config: GenerationConfig
     prompt: Any  # chat-templated string (text models) or the conversation (processor models)
     n_prompt_chars: int = 0
+    raw: bool = False  # a completion request: the prompt as written, tokenised by lm-eval's rule
 
 
 def resolve_path(path: str) -> tuple[str, bool]:
@@ -130,7 +132,11 @@ class HFModel:
     generation_extras: frozenset[str] = frozenset(EXTRA_GENERATION_SETTINGS)
     threads: int | None = None
     load_seconds: float = 0.0
+    # chat and raw completion for every model; scoring (loglikelihood) for text models
+    request_kinds: frozenset[str] = frozenset(REQUEST_KINDS)
+    max_length: int | None = None  # None: the model config's context length
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _scorer: Any = None
 
     # ---- prompts -------------------------------------------------------------------------------
     def _conversation(self, messages: list[Message]) -> list[dict[str, Any]]:
@@ -168,6 +174,8 @@ class HFModel:
         config = request.config
         if isinstance(config.stop, str):
             config = replace(config, stop=[config.stop])
+        if request.kind == "completion":
+            return _Prepared(index, request, config, request.prompt, len(request.prompt), raw=True)
         conversation = self._conversation(request.messages)
         prompt: Any = conversation if self.processor is not None else self._template(conversation)
         return _Prepared(index, request, config, prompt, len(str(prompt)))
@@ -176,16 +184,23 @@ class HFModel:
     async def generate(self, requests: Sequence[Request]) -> list[Output]:
         outputs: list[Output | None] = [None] * len(requests)
         prepared: list[_Prepared] = []
+        scoring = [i for i, r in enumerate(requests) if r.kind in SCORING_KINDS]
+        if scoring:
+            scored = await asyncio.to_thread(self._score_locked, [requests[i] for i in scoring])
+            for i, out in zip(scoring, scored, strict=True):
+                outputs[i] = out
         for i, r in enumerate(requests):
+            if r.kind in SCORING_KINDS:
+                continue
             try:
                 prepared.append(self.prepare(i, r))
             except Exception as exc:  # one bad request (missing media, wrong modality) fails alone
                 outputs[i] = Output(error=f"input: {type(exc).__name__}: {exc}")
         # requests sharing max_tokens and stop strings go into one generate call, shortest first
-        groups: dict[tuple[int, tuple[str, ...]], list[_Prepared]] = {}
+        groups: dict[tuple[int, tuple[str, ...], bool], list[_Prepared]] = {}
         for p in prepared:
-            groups.setdefault((int(p.config.max_tokens), tuple(p.config.stop or ())), []).append(p)
-        for (max_tokens, stop), members in groups.items():
+            groups.setdefault((int(p.config.max_tokens), tuple(p.config.stop or ()), p.raw), []).append(p)
+        for (max_tokens, stop, _raw), members in groups.items():
             members.sort(key=lambda p: p.n_prompt_chars)
             for start in range(0, len(members), self.batch_size):
                 batch = members[start : start + self.batch_size]
@@ -193,6 +208,21 @@ class HFModel:
                 for p, out in zip(batch, results, strict=True):
                     outputs[p.index] = out
         return [o if o is not None else Output(error="internal: no output") for o in outputs]
+
+    def _score_locked(self, requests: list[Request]) -> list[Output]:
+        import torch
+
+        from .hf_scoring import Scorer
+
+        with self._lock:
+            if self.threads and self.device == "cpu":
+                torch.set_num_threads(self.threads)
+            if self._scorer is None:
+                self._scorer = Scorer(self.hf_model, self.tokenizer, self.batch_size, self.max_length)
+            try:
+                return self._scorer.score(requests)
+            except Exception as exc:  # a failed forward pass fails these requests, not the run
+                return [Output(error=f"{type(exc).__name__}: {exc}") for _ in requests]
 
     def _generate_locked(self, batch: list[_Prepared], max_tokens: int, stop: list[str]) -> list[Output]:
         import torch
@@ -215,7 +245,9 @@ class HFModel:
         except Exception as exc:
             return Output(error=f"{type(exc).__name__}: {exc}")
 
-    def _encode(self, batch: list[_Prepared]) -> Any:
+    def _encode(self, batch: list[_Prepared], max_tokens: int) -> Any:
+        if batch[0].raw:
+            return self._encode_raw(batch, max_tokens)
         if self.processor is None:
             return self.tokenizer([p.prompt for p in batch], return_tensors="pt", padding=True,
                                   add_special_tokens=False)
@@ -233,6 +265,17 @@ class HFModel:
             return_tensors="pt", processor_kwargs=kwargs,
         )
 
+    def _encode_raw(self, batch: list[_Prepared], max_tokens: int) -> Any:
+        """Raw prompts as lm-eval's ``generate_until`` encodes them: the tokeniser's own special-token
+        default (no second BOS on a prompt that starts with one), left-truncated so that the prompt and
+        ``max_tokens`` new tokens fit the model's context, left-padded."""
+        from .hf_scoring import encoder, max_length
+
+        encode = encoder(self.tokenizer)
+        keep = max(1, (self.max_length or max_length(self.hf_model.config, self.tokenizer)) - max_tokens)
+        ids = [encode(str(p.prompt))[-keep:] for p in batch]
+        return self.tokenizer.pad({"input_ids": ids}, padding=True, return_tensors="pt")
+
     def _generate_batch(self, batch: list[_Prepared], max_tokens: int, stop: list[str]) -> list[Output]:
         import torch
         from transformers import GenerationConfig as HFGenerationConfig
@@ -241,7 +284,7 @@ class HFModel:
         from .hf_sampling import RowSampling, RowSelector
 
         t0 = time.perf_counter()
-        inputs = self._encode(batch).to(self.hf_model.device)
+        inputs = self._encode(batch, max_tokens).to(self.hf_model.device)
         for key, value in list(inputs.items()):  # pixel values follow the model's dtype
             if torch.is_floating_point(value):
                 inputs[key] = value.to(self.hf_model.dtype)
@@ -400,7 +443,8 @@ def load(path: str, **settings: Any) -> HFModel:
     # CPU decoding is weight-bandwidth bound: 16 rows cost far less than 2x 8 (SmolLM2, 1 thread:
     # 137 ms/step at 8 rows, 268 ms at 32), while more rows mean a later first commit
     default_batch = 32 if device.startswith("cuda") else 16
-    loaded: dict[str, Any] = {k: load_opts[k] for k in ("dtype", "gguf_file", "revision") if k in load_opts}
+    loaded: dict[str, Any] = {k: load_opts[k] for k in ("dtype", "gguf_file", "revision", "max_length")
+                              if k in load_opts}
     spec_settings: dict[str, Any] = {**gen, **loaded}
     return HFModel(
         spec=spec_string(path, spec_settings),
@@ -413,7 +457,22 @@ def load(path: str, **settings: Any) -> HFModel:
         modalities=_modalities(config, processor),
         threads=threads,
         load_seconds=time.perf_counter() - t0,
+        # a processor model's prompts are conversations with media: chat only
+        request_kinds=frozenset(REQUEST_KINDS) if processor is None else frozenset({"chat"}),
+        max_length=_positive(load_opts.get("max_length"), "max_length"),
     )
+
+
+def _positive(value: Any, name: str) -> int | None:
+    if value is None:
+        return None
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        number = 0
+    if number < 1 or isinstance(value, bool):
+        raise ModelSpecError(f"hf: {name} must be a positive integer, got {value!r}")
+    return number
 
 
 def _multimodal_class(config: Any) -> Any:
