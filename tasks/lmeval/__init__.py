@@ -1,0 +1,1 @@
+"""lm-evaluation-harness's task library as harness tasks (``lmeval:TASK``)."""
