@@ -268,6 +268,9 @@ def _describe_task(name: str, as_json: bool, as_csv: bool) -> None:
                                 option_cols, info["options"], width), nl=False)
     else:
         typer.echo("-T options: none" + (" declared (the task takes any key)" if info["other_options"] else ""))
+    if info.get("argument"):
+        _print_values(name, info)
+        return
     if info["metrics_error"]:
         typer.echo(f"metrics: unknown here ({info['metrics_error']})")
         return
@@ -277,6 +280,18 @@ def _describe_task(name: str, as_json: bool, as_csv: bool) -> None:
                    Column("scale", "scale", drop=1), Column("shown as", "display", drop=2)]
     primary = info["primary_metric"]
     typer.echo(render_table(f"metrics (primary: {primary})", metric_cols, info["metrics"], width), nl=False)
+
+
+def _print_values(name: str, info: dict[str, Any]) -> None:
+    """A parametric task's values, one per line (grep-able, as long as the library is)."""
+    what = info["argument"]
+    typer.echo(f"tasks: {name}:{what.upper()}; metrics: {info['metrics_error']}")
+    if info.get("values_error"):
+        typer.echo(f"{what} values: unknown here ({info['values_error']})")
+        return
+    values = info.get("values") or []
+    typer.echo(f"{len(values)} of them:")
+    typer.echo("\n".join(f"  {name}:{v}" for v in values))
 
 
 @app.command("models")

@@ -171,10 +171,19 @@ def describe_task(name: str) -> dict[str, Any]:
     source, licence = data_provenance(fn.__module__, doc)
     info: dict[str, Any] = {
         "name": entry.name, "family": entry.family, "description": entry.description, "doc": doc,
-        "options": [s.to_dict() for s in specs], "other_options": open_ended,
+        # a parametric task's argument is the name's value, not a -T option
+        "options": [s.to_dict() for s in specs if s.name != entry.argument], "other_options": open_ended,
         "data_source": source, "licence": licence, "metrics": [], "primary_metric": None, "modalities": [],
-        "needs_judge": None, "metrics_error": None,
+        "needs_judge": None, "metrics_error": None, "argument": entry.argument, "values": None,
     }
+    if entry.argument:  # a parametric task is built per value: NAME:VALUE has the metrics
+        info["metrics_error"] = f"each {name}:{entry.argument.upper()} task declares its own (see `harness tasks {name}:...`)"
+        if entry.values is not None:
+            try:
+                info["values"] = list(entry.values())
+            except Exception as exc:  # e.g. the library behind it is not installed: a line
+                info["values_error"] = f"{type(exc).__name__}: {exc}".strip().splitlines()[0]
+        return info
     if any(s.required for s in specs):
         info["metrics_error"] = "the task needs options to be built: " + ", ".join(s.name for s in specs if s.required)
         return info

@@ -49,6 +49,7 @@ class Entry:
     # tasks only: a *parametric* task answers every name ``NAME:VALUE``, its factory getting VALUE as
     # this keyword (``lmeval:hellaswag`` -> ``lmeval(name="hellaswag")``); "" for a plain task
     argument: str = ""
+    values: Callable[[], list[str]] | None = None  # a parametric task's known values (``harness tasks NAME``)
 
 
 class UnknownNameError(UserError, LookupError):
@@ -64,11 +65,13 @@ def _first_line(text: str | None) -> str:
     return (text or "").strip().splitlines()[0] if (text or "").strip() else ""
 
 
-def task(name: str, *, description: str = "", family: str = "", argument: str = "") -> Callable[[Any], Any]:
+def task(name: str, *, description: str = "", family: str = "", argument: str = "",
+         values: Callable[[], list[str]] | None = None) -> Callable[[Any], Any]:
     """Register a task factory ``f(**options) -> Task``. Name, description and family are given
     here once: the :class:`~harness.task.Task` the factory returns gets them filled in. With
     ``argument``, the task is parametric: ``NAME:VALUE`` is a task of its own, built by the factory
-    with ``argument=VALUE`` and named ``NAME:VALUE`` (a library of tasks behind one factory)."""
+    with ``argument=VALUE`` and named ``NAME:VALUE`` (a library of tasks behind one factory);
+    ``values`` lists the values it knows (called only when someone asks)."""
     if ":" in name:
         raise ValueError(f"@task({name!r}): a task name has no ':' (it separates a parametric task's value)")
 
@@ -86,7 +89,7 @@ def task(name: str, *, description: str = "", family: str = "", argument: str = 
                 made.family = made.family or family
             return made
 
-        _REGISTRY["task"][name] = Entry(name, factory, desc, "task", family, argument=argument)
+        _REGISTRY["task"][name] = Entry(name, factory, desc, "task", family, argument=argument, values=values)
         return fn
 
     return wrap

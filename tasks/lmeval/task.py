@@ -240,7 +240,13 @@ def _aggregate(leaves: list[LeafTask], task_ref: Callable[[], Task]) -> Callable
     return aggregate
 
 
-@task("lmeval", argument="name", family="lmeval",
+def _available() -> list[str]:
+    from .library import available
+
+    return available()
+
+
+@task("lmeval", argument="name", family="lmeval", values=_available,
       description="lm-evaluation-harness's task library: lmeval:TASK, built and scored by lm-eval 0.4.13")
 def lmeval(name: str = "", include_path: str | None = None, num_fewshot: int | None = None,
            fewshot_seed: int = DEFAULT_FEWSHOT_SEED, max_gen_toks: int | None = None) -> Task:
