@@ -47,7 +47,7 @@ class Entry:
     strict: bool = False
     model_kind: ModelKind = "llm"  # models only: see MODEL_KINDS
     # tasks only: a *parametric* task answers every name ``NAME:VALUE``, its factory getting VALUE as
-    # this keyword (``lmeval:hellaswag`` -> ``lmeval(name="hellaswag")``); "" for a plain task
+    # this keyword (``library:hellaswag`` -> ``library(name="hellaswag")``); "" for a plain task
     argument: str = ""
     values: Callable[[], list[str]] | None = None  # a parametric task's known values (``harness tasks NAME``)
 

@@ -20,12 +20,20 @@ through llama.cpp's own CPU kernels, which is what makes this the fast path on a
 - **Stop**: an end-of-generation token (``finish_reason`` "stop"), a stop string (the text is cut
   before it), or ``max_tokens`` ("length"). Usage counts prompt and generated tokens (an
   end-of-generation token included, as in ``hf``) and the request's own seconds.
+- **Request kinds**: ``chat``; ``completion`` (the raw prompt, no template, tokenised by lm-eval's
+  rule: the vocabulary's own BOS default, no second BOS on a prompt that starts with the BOS text;
+  left-truncated to ``max_length - max_tokens`` tokens; generated as a chat reply is); and
+  ``loglikelihood`` / ``loglikelihood_rolling``, exact, on the same contexts (llamacpp_scoring.py:
+  only the scored positions' logits are computed, so no ``logits_all`` context is made; its memory
+  cost, n_batch x vocabulary floats at most, is stated there).
 
 Settings (``-M key=value``, anything else is refused with the closest name): n_ctx (context length,
-default 4096), threads (per context; default OMP_NUM_THREADS, else the CPU count divided among the
-contexts), concurrency, batch_size (requests per runner call), n_batch (prompt tokens per decode),
-chat_template (``plain`` or a jinja template, overriding the GGUF's), and generation keys
-(max_tokens, temperature, top_p, seed, stop, logprobs, top_k, top_logprobs).
+default 4096), max_length (the context length scoring and raw completions work within, as lm-eval's
+``max_length`` model argument; default and at most n_ctx), threads (per context; default
+OMP_NUM_THREADS, else the CPU count divided among the contexts), concurrency, batch_size (requests
+per runner call), n_batch (prompt tokens per decode), chat_template (``plain`` or a jinja template,
+overriding the GGUF's), and generation keys (max_tokens, temperature, top_p, seed, stop, logprobs,
+top_k, top_logprobs).
 """
 
 from __future__ import annotations
@@ -46,13 +54,14 @@ from typing import Any
 
 from harness.modelspec import ModelSpecError
 from harness.registry import model
-from harness.types import GenerationConfig, Message, Output, Request, Usage
+from harness.types import REQUEST_KINDS, SCORING_KINDS, GenerationConfig, Message, Output, Request, Usage
 
 GENERATION_SETTINGS = ("max_tokens", "temperature", "top_p", "seed", "stop", "logprobs")
 EXTRA_GENERATION_SETTINGS = ("top_k", "top_logprobs")
-LOAD_SETTINGS = ("n_ctx", "threads", "concurrency", "batch_size", "n_batch", "chat_template")
-# what changes replies goes into the spec string, hence into the response-cache key
-SPEC_SETTINGS = ("chat_template", *GENERATION_SETTINGS, *EXTRA_GENERATION_SETTINGS)
+LOAD_SETTINGS = ("n_ctx", "max_length", "threads", "concurrency", "batch_size", "n_batch", "chat_template")
+# what changes replies goes into the spec string, hence into the response-cache key; n_ctx is the
+# default max_length, which decides how a long completion prompt or rolling text is cut
+SPEC_SETTINGS = ("chat_template", "n_ctx", "max_length", *GENERATION_SETTINGS, *EXTRA_GENERATION_SETTINGS)
 DEFAULT_N_CTX = 4096
 # candidates sorted for top-p before falling back to the whole vocabulary (Gemma's is 262,144: a full
 # sort per token would cost more than the model's own step)
@@ -188,6 +197,7 @@ class _Prepared:
     config: GenerationConfig
     prompt: str
     add_bos: bool
+    raw: bool = False  # a completion request: the prompt as written, tokenised by lm-eval's rule
 
 
 @dataclass
@@ -204,6 +214,8 @@ class LlamaCppModel:
     cacheable: bool = True
     modalities: frozenset[str] = frozenset({"text"})
     generation_extras: frozenset[str] = frozenset(EXTRA_GENERATION_SETTINGS)
+    request_kinds: frozenset[str] = frozenset(REQUEST_KINDS)
+    max_length: int | None = None  # scoring / completion context length; None: n_ctx
     template: str | None = None  # jinja chat template; None: plain text
     bos_text: str = ""
     eos_text: str = ""
@@ -269,10 +281,16 @@ class LlamaCppModel:
                                                   add_generation_prompt=True)
         return str(self._formatter(messages=conversation).prompt)
 
+    @property
+    def scoring_length(self) -> int:
+        return self.max_length or self.n_ctx
+
     def prepare(self, index: int, request: Request) -> _Prepared:
         config = request.config
         if isinstance(config.stop, str):  # a bare string is one stop string, not its characters
             config = replace(config, stop=[config.stop])
+        if request.kind == "completion":
+            return _Prepared(index, request, config, request.prompt, False, raw=True)
         prompt = self._render(request.messages)
         # the template may write <bos> itself (most do); a second one would change the model's input
         add_bos = self.add_bos and not (self.bos_text and prompt.startswith(self.bos_text))
@@ -281,8 +299,14 @@ class LlamaCppModel:
     # ---- generation ------------------------------------------------------------------------------
     async def generate(self, requests: Sequence[Request]) -> list[Output]:
         outputs: list[Output | None] = [None] * len(requests)
+        scoring = [i for i, r in enumerate(requests) if r.kind in SCORING_KINDS]
+        if scoring:
+            for i, out in zip(scoring, await self._score([requests[i] for i in scoring]), strict=True):
+                outputs[i] = out
         queue: deque[_Prepared] = deque()
         for i, r in enumerate(requests):
+            if r.kind in SCORING_KINDS:
+                continue
             try:
                 queue.append(self.prepare(i, r))
             except Exception as exc:  # a bad request (media, a template that refuses it) fails alone
@@ -295,6 +319,29 @@ class LlamaCppModel:
 
         await asyncio.gather(*(worker() for _ in range(min(len(queue), max(1, self.concurrency)))))
         return [o if o is not None else Output(error="internal: no output") for o in outputs]
+
+    async def _score(self, requests: list[Request]) -> list[Output]:
+        """Loglikelihoods (see llamacpp_scoring.py): encoded on one context, then the distinct inputs
+        spread over up to ``concurrency`` contexts."""
+        from . import llamacpp_scoring as scoring
+
+        def encode() -> scoring.Plan:
+            slot = self._acquire()
+            try:
+                return scoring.plan(requests, scoring.encoder(slot.llm), scoring.prefix_token(slot.llm),
+                                    self.scoring_length)
+            finally:
+                self._release(slot)
+
+        try:
+            work = await asyncio.to_thread(encode)
+        except Exception as exc:  # no context (the model was closed): these requests fail, not the run
+            return [Output(error=f"{type(exc).__name__}: {exc}") for _ in requests]
+        queue = deque(work.inputs)
+        workers = min(len(queue), max(1, self.concurrency))
+        await asyncio.gather(*(asyncio.to_thread(scoring.run_inputs, queue, self._acquire, self._release)
+                               for _ in range(workers)))
+        return scoring.finish(work, requests, self.scoring_length)
 
     def _complete(self, p: _Prepared) -> Output:
         try:
@@ -315,8 +362,13 @@ class LlamaCppModel:
 
         llm = slot.llm
         t0 = time.perf_counter()
-        tokens = llm.tokenize(p.prompt.encode("utf-8"), add_bos=p.add_bos, special=True)
         max_tokens = max(0, int(p.config.max_tokens))
+        if p.raw:  # lm-eval's generate_until: the prompt's last tokens that leave room for max_tokens
+            from .llamacpp_scoring import encoder
+
+            tokens = encoder(llm)(p.prompt)[-max(1, self.scoring_length - max_tokens):]
+        else:
+            tokens = llm.tokenize(p.prompt.encode("utf-8"), add_bos=p.add_bos, special=True)
         if not tokens:
             return Output(error="input: the prompt is empty (no tokens)")
         if len(tokens) + max_tokens > self.n_ctx:
@@ -488,6 +540,10 @@ def load(path: str, **settings: Any) -> LlamaCppModel:
         raise LlamaCppError("llamacpp needs llama-cpp-python: pip install 'harness[llamacpp]'") from None
     gguf = resolve_gguf(path)
     n_ctx = _int_setting(settings, "n_ctx", DEFAULT_N_CTX, low=16)
+    max_length = _int_setting(settings, "max_length", None)
+    if max_length is not None and n_ctx is not None and max_length > n_ctx:
+        raise LlamaCppError(f"llamacpp: setting max_length={max_length} exceeds n_ctx={n_ctx}: the context "
+                            f"cannot hold it (-M n_ctx={max_length})")
     n_batch = _int_setting(settings, "n_batch", 512)
     threads = _int_setting(settings, "threads", None)
     concurrency = _int_setting(settings, "concurrency", 1)
@@ -497,7 +553,7 @@ def load(path: str, **settings: Any) -> LlamaCppModel:
     # an alias names the embedded model's file: one spec (one cache key) for both spellings
     canonical = path if Path(path).expanduser().is_file() else (_embedded_name(path) or path)
     built = LlamaCppModel(spec=spec_string(canonical, settings), gguf=gguf, n_ctx=n_ctx, n_batch=n_batch,
-                          threads=threads, batch_size=batch_size, concurrency=concurrency)
+                          threads=threads, batch_size=batch_size, concurrency=concurrency, max_length=max_length)
     first = built._new_slot()  # load once now: a broken file fails here, not on the first request
     llm = first.llm
     metadata = dict(getattr(llm, "metadata", {}) or {})
@@ -535,7 +591,8 @@ def _close_at_exit(ref: weakref.ref[LlamaCppModel]) -> None:
 
 
 @model("llamacpp", description="llama.cpp on CPU: llamacpp:FILE.gguf or an embedded model "
-                               "(llamacpp:smollm2-135m-instruct, llamacpp:gemma3-270m); parallel contexts, logprobs",
+                               "(llamacpp:smollm2-135m-instruct, llamacpp:gemma3-270m); parallel contexts, logprobs, "
+                               "completion and loglikelihood requests",
        settings=(*LOAD_SETTINGS, *EXTRA_GENERATION_SETTINGS), strict=True)
 def llamacpp(path: str | None, **settings: Any) -> LlamaCppModel:
     if not path:

@@ -36,6 +36,14 @@ SCALES = {"fraction", "percent", "raw"}
 
 def _build(entry, tmp_path):
     """A registered task with default options; tasks that need a file get a one-line one."""
+    if entry.argument:  # a parametric task: one of its tasks (lm-eval's, a local YAML task of the tests)
+        from pathlib import Path
+
+        from harness.registry import lookup
+
+        root = Path(__file__).resolve().parent
+        assert entry.name == "lmeval", entry.name
+        return lookup("task", "lmeval:harness_parity_mc").factory(include_path=str(root / "data" / "lmeval"))
     try:
         return entry.factory()
     except Exception:

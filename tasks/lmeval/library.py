@@ -54,7 +54,7 @@ def task_manager(include_path: str | None) -> Any:
     import logging
 
     logging.getLogger("lm_eval").setLevel(logging.ERROR)  # its per-task info lines would bury the progress bar
-    return lm_eval.tasks.TaskManager(include_path=include_path, verbosity="ERROR")
+    return lm_eval.tasks.TaskManager(include_path=include_path)
 
 
 def available(include_path: str | None = None) -> list[str]:
