@@ -443,6 +443,8 @@ def run_view(sessions: sessionmaker[Session], run_id: int, media_roots: list[Pat
         progress = run_progress(s, run_id) if info.status == "running" else None
     from harness.families import is_hidden, redact_details
 
+    from .scoring_view import scoring_rows
+
     badges = Badges({n: metric_info(info.task_metrics, n) for n in score_names}, bounds)
     samples = []
     for r in rows:
@@ -460,6 +462,7 @@ def run_view(sessions: sessionmaker[Session], run_id: int, media_roots: list[Pat
                         "input_media": input_media,
                         "media": [m for m in media if m.label != "input"],
                         "messages": (r.input or {}).get("messages", []),
+                        "scoring": None if hidden else scoring_rows(r.input, r.prediction),
                         "metadata": (r.input or {}).get("metadata", {})})
     mtable = Table("metrics", METRIC_COLUMNS, [[m.run_id, info.model, m.name, m.breakdown_key, m.breakdown_value,
                                                 m.value, m.ci_low, m.ci_high, m.n] for m in metrics])
