@@ -46,7 +46,7 @@ import json
 import os
 import random
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -59,11 +59,13 @@ from harness.models.openai_reply import chat_logprobs, completion_logprobs, pars
 from harness.modelspec import ModelSpecError
 from harness.registry import model
 from harness.store import jsoncol
-from harness.types import Message, Output, Request, Usage
+from harness.types import REQUEST_KINDS, SCORING_KINDS, Message, Output, Request, Usage
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 PRICES = Path(__file__).with_name("prices.yaml")
 RETRY_STATUS = frozenset({408, 409, 429})
+# settings of the scoring path (models/openai_scoring.py): they need endpoint=completions
+SCORING_KEYS = ("tokenizer", "max_length", "prefix_token", "score_prompt")
 ALL_MODALITIES = frozenset({"text", "image", "video", "audio"})
 
 
@@ -90,10 +92,16 @@ class OpenAISettings:
     modalities: frozenset[str] = ALL_MODALITIES
     headers: dict[str, str] = field(default_factory=dict)
     extra_body: dict[str, Any] = field(default_factory=dict)
+    endpoint: str = "chat"
+    tokenizer: str = "auto"
+    max_length: int | None = None
+    prefix_token: int | None = None
+    score_prompt: str = "text"
 
-    # settings that change what the server is sent, and so belong in the spec (the cache key)
+    # settings that change what the server is sent, and so belong in the spec (the cache key); endpoint
+    # does not (it only lets completion and scoring requests through), the scoring settings do
     REPLY_KEYS = ("mode", "video_mode", "video_fps", "video_max_frames", "frame_max_side", "top_logprobs",
-                  "extra_body")
+                  "extra_body", *SCORING_KEYS)
 
     @staticmethod
     def parse(name: str, settings: dict[str, Any]) -> OpenAISettings:
@@ -132,12 +140,45 @@ class OpenAISettings:
             raise ModelSpecError(f"openai: mode must be 'chat' or 'completions', not {s.mode!r}")
         if s.video_mode not in ("frames", "native"):
             raise ModelSpecError(f"openai: video_mode must be 'frames' or 'native', not {s.video_mode!r}")
+        s._check_scoring(kwargs)
         if isinstance(s.modalities, str):
             s.modalities = s.modalities.strip("[]").split(",")
         s.modalities = frozenset(str(m).strip() for m in s.modalities) | {"text"}
         if s.mode == "completions":
             s.modalities = frozenset({"text"})
         return s
+
+    def _check_scoring(self, given: dict[str, Any]) -> None:
+        """The endpoint and scoring settings, each refused in one line when it cannot work."""
+        if self.endpoint not in ("chat", "completions"):
+            raise ModelSpecError(f"openai: endpoint must be 'chat' or 'completions', not {self.endpoint!r}")
+        misplaced = [k for k in SCORING_KEYS if k in given]
+        if self.endpoint == "chat" and misplaced:
+            raise ModelSpecError(f"openai: {misplaced[0]} is a setting of scoring requests, which need "
+                                 "-M endpoint=completions")
+        self.tokenizer = str(self.tokenizer).strip()
+        if self.tokenizer not in ("auto", "server", "none") and not (self.tokenizer.startswith("hf:")
+                                                                      and len(self.tokenizer) > 3):
+            raise ModelSpecError(f"openai: tokenizer must be auto, server, none or hf:PATH, not {self.tokenizer!r}")
+        if self.tokenizer.startswith("hf:") and self.tokenizer[3:].startswith((".", "/", "~")) \
+                and not Path(self.tokenizer[3:]).expanduser().exists():
+            raise ModelSpecError(f"openai: tokenizer={self.tokenizer}: no such directory")
+        for key, low in (("max_length", 3), ("prefix_token", 0)):
+            value = getattr(self, key)
+            if value is None:
+                continue
+            try:
+                number = int(value)
+            except (TypeError, ValueError):
+                number = low - 1
+            if isinstance(value, bool) or number < low or str(number) != str(value).strip():
+                raise ModelSpecError(f"openai: {key} must be an integer >= {low}, not {value!r}")
+            setattr(self, key, number)
+        if self.score_prompt not in ("text", "tokens"):
+            raise ModelSpecError(f"openai: score_prompt must be 'text' or 'tokens', not {self.score_prompt!r}")
+        if self.tokenizer == "none" and (self.score_prompt == "tokens" or self.prefix_token is not None):
+            raise ModelSpecError("openai: score_prompt=tokens and prefix_token need token ids; tokenizer=none "
+                                 "has none")
 
     def spec(self) -> str:
         out = f"openai:{self.model}"
@@ -227,17 +268,26 @@ def completion_prompt(messages: Sequence[Message]) -> str:
     return "\n\n".join(turns + ["Assistant:"])
 
 
+def reply_mode(request: Request, s: OpenAISettings) -> str:
+    """Which reply shape a generating request gets: a completion request always the completions one."""
+    return "completions" if request.kind == "completion" else s.mode
+
+
 def request_body(request: Request, s: OpenAISettings) -> tuple[str, dict[str, Any]]:
-    """(path, JSON body) for one request."""
+    """(path, JSON body) for one chat or completion request (scoring: models/openai_scoring.py)."""
     cfg = request.config
     body: dict[str, Any] = {"model": s.model}
-    if s.mode == "chat":
+    mode = reply_mode(request, s)
+    if request.kind == "completion":  # a raw prompt continued as written: no template, no role markers
+        path = "/completions"
+        body["prompt"] = request.prompt
+    elif mode == "chat":
         path = "/chat/completions"
         body["messages"] = chat_messages(request.messages, s)
     else:
         path = "/completions"
         body["prompt"] = completion_prompt(request.messages)
-    body[s.max_tokens_field if s.mode == "chat" else "max_tokens"] = cfg.max_tokens
+    body[s.max_tokens_field if mode == "chat" else "max_tokens"] = cfg.max_tokens
     body["temperature"] = cfg.temperature
     if cfg.top_p != 1.0:
         body["top_p"] = cfg.top_p
@@ -246,7 +296,7 @@ def request_body(request: Request, s: OpenAISettings) -> tuple[str, dict[str, An
     if cfg.stop:
         body["stop"] = list(cfg.stop)
     if cfg.logprobs:
-        if s.mode == "chat":
+        if mode == "chat":
             body["logprobs"] = True
             if s.top_logprobs:
                 body["top_logprobs"] = s.top_logprobs
@@ -347,6 +397,17 @@ def _one_line(exc: BaseException) -> str:
 
 
 # ---- the model -------------------------------------------------------------------------------------
+@dataclass(slots=True)
+class Posted:
+    """What one POST with retries came to: the decoded 200 body, or the last failure and its status
+    (0 when no HTTP answer came)."""
+
+    data: Any = None
+    error: Exception | None = None
+    status: int = 0
+    attempts: int = 0
+
+
 class OpenAIModel:
     """Per-request API model; one shared aiohttp session and semaphore per event loop."""
 
@@ -356,6 +417,10 @@ class OpenAIModel:
     def __init__(self, settings: OpenAISettings, api_key: str | None) -> None:
         self.settings = settings
         self.spec = settings.spec()
+        # a chat server answers chat requests only: the runner then refuses a completion or scoring
+        # task up front, in one line, instead of sending a chat reply where a loglikelihood is wanted
+        self.request_kinds = frozenset(REQUEST_KINDS) if settings.endpoint == "completions" else frozenset({"chat"})
+        self._scoring: Any = None
         self.concurrency = settings.concurrency
         self.modalities = frozenset(settings.modalities)
         price = (lookup_price(settings.model) if settings.price_in is None or settings.price_out is None
@@ -407,6 +472,12 @@ class OpenAIModel:
 
     async def _generate_one(self, request: Request) -> Output:
         http, limit = self._session()
+        if request.kind in SCORING_KINDS:
+            if self._scoring is None:
+                from harness.models.openai_scoring import Scoring
+
+                self._scoring = Scoring(self)
+            return await self._scoring.score(request, http, limit)  # it takes the limit per HTTP call
         async with limit:
             started = time.perf_counter()
             try:
@@ -414,22 +485,36 @@ class OpenAIModel:
             except (media.MediaError, ValueError) as exc:
                 return Output(error=f"input: {exc}", details={"error_kind": "input"})
             try:
-                return await self._post_with_retries(http, path, body, started)
+                return await self._post_with_retries(http, path, body, started, reply_mode(request, self.settings))
             except Exception as exc:  # never fail the other requests of a batch over one
                 return Output(error=_one_line(exc), usage=Usage(seconds=time.perf_counter() - started),
                               details={"error_kind": error_kind(exc)})
 
-    async def _post_with_retries(self, http: Any, path: str, body: dict[str, Any], started: float) -> Output:
+    async def _post_with_retries(self, http: Any, path: str, body: dict[str, Any], started: float,
+                                 mode: str | None = None) -> Output:
+        posted = await self.post_json(http, path, body)
+        if posted.error is None:
+            return self._output(posted.data, started, posted.attempts, mode or self.settings.mode)
+        return Output(error=_one_line(posted.error), usage=Usage(seconds=time.perf_counter() - started),
+                      details={"attempts": posted.attempts, "error_kind": error_kind(posted.error)})
+
+    async def post_json(self, http: Any, path: str, body: dict[str, Any],
+                        give_up: Callable[[int, Exception], bool] | None = None) -> Posted:
+        """POST ``body`` with the retry policy (module docstring): the decoded 200 body, or the last
+        failure. ``give_up(status, error)`` true stops retrying a status that would be retried (a 500
+        that says what the server cannot do is not transient)."""
         import aiohttp
         import openai
 
         url = self.settings.base_url + path
         payload = jsoncol.dumps_utf8(body)
         error: Exception | None = None
+        status = 0
         attempts = 0
         for attempt in range(self.settings.max_retries + 1):
             attempts = attempt + 1
             wait_hint: float | None = None
+            status = 0
             try:
                 async with http.post(url, data=payload, proxy=self._proxy) as resp:
                     status, raw = resp.status, await resp.read()
@@ -450,17 +535,18 @@ class OpenAIModel:
                             message=f"reply is not valid JSON: {raw[:80]!r}")
                         retryable = True  # truncated bodies from proxies are usually transient
                     else:
-                        return self._output(data, started, attempts)
+                        return Posted(data=data, status=200, attempts=attempts)
                 else:
                     error = status_error(url, status, dict(headers), raw)
                     retryable = status in RETRY_STATUS or status >= 500
+                    if retryable and give_up is not None and give_up(status, error):
+                        retryable = False
                     wait_hint = retry_after(headers)
             if not retryable or attempt == self.settings.max_retries:
                 break
             await asyncio.sleep(self._backoff(attempt, wait_hint))
         assert error is not None
-        return Output(error=_one_line(error), usage=Usage(seconds=time.perf_counter() - started),
-                      details={"attempts": attempts, "error_kind": error_kind(error)})
+        return Posted(error=error, status=status, attempts=attempts)
 
     def _backoff(self, attempt: int, server_hint: float | None) -> float:
         if server_hint is not None:
@@ -469,10 +555,10 @@ class OpenAIModel:
         cap = min(self.settings.retry_max, self.settings.retry_base * 2**attempt)
         return cap * random.uniform(0.5, 1.0)
 
-    def _output(self, data: Any, started: float, attempts: int) -> Output:
+    def _output(self, data: Any, started: float, attempts: int, mode: str) -> Output:
         seconds = time.perf_counter() - started
         try:
-            text, logprobs, n_in, n_out, details = parse_reply(data, self.settings.mode)
+            text, logprobs, n_in, n_out, details = parse_reply(data, mode)
         except _BadReply as exc:
             return Output(error=f"APIResponseValidationError: {exc}", usage=Usage(seconds=seconds),
                           details={"attempts": attempts, "error_kind": "bad_response"})
@@ -487,7 +573,14 @@ class OpenAIModel:
         """The reply as server-sent events (``"stream": true``): text deltas as they arrive, then one
         Output with usage and cost (``stream_options.include_usage``; servers that ignore it leave
         the usage unreported). Retries as ``generate`` does, but only before the first delta: a
-        reply cut off mid-way ends with an error Output, never a silently restarted text."""
+        reply cut off mid-way ends with an error Output, never a silently restarted text. A request
+        of another kind than chat comes back whole (its text, if any, then its Output)."""
+        if request.kind != "chat":
+            (whole,) = await self.generate([request])
+            if whole.text:
+                yield whole.text
+            yield whole
+            return
         http, limit = self._session()
         async with limit:
             started = time.perf_counter()

@@ -5,6 +5,12 @@ becomes ONE ``LLM.chat`` call (``LLM.generate`` with ``-M chat=false``) with a `
 per request, run in a worker thread so the event loop keeps committing results. vLLM's scheduler
 does the batching inside the call.
 
+Request kinds: ``chat``, ``completion`` (the raw prompt, no chat template) and ``loglikelihood`` /
+``loglikelihood_rolling`` (prompt logprobs of token-id prompts, lm-eval's rules): see
+``harness.models.vllm_scoring``. Completion and scoring prompts of a batch go to the engine in one
+``LLM.generate`` call. In server mode the kinds are those of the OpenAI-compatible adapter that
+talks to the server.
+
 Settings (``-M key=value``):
   tensor_parallel_size, dtype, max_model_len, gpu_memory_utilization, enforce_eager,
   limit_mm_per_prompt, quantization, ... -> ``vllm.LLM`` engine arguments, passed through;
@@ -16,13 +22,17 @@ Settings (``-M key=value``):
                      (the same as the ``vllm-server:`` backend);
   chat=false         plain prompts for base models; chat_template=, chat_template_kwargs={...};
   top_k, min_p, repetition_penalty, ... -> SamplingParams defaults; top_logprobs=K with logprobs=true;
-  modalities=[text,image]  override the input modalities read from the model.
+  modalities=[text,image]  override the input modalities read from the model;
+  max_length=N       scoring window, as hf:'s max_length (the most tokens a scored position sees; default
+                     max_model_len - 2, the most a prompt of window + 1 tokens plus one generated token
+                     leaves) and the context of raw completions (default max_model_len).
 Media: see ``harness.models.vllm_inputs`` (``file://`` URLs decoded by vLLM's own processors).
 """
 
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import Sequence
 from functools import partial
@@ -31,9 +41,11 @@ from typing import Any
 from harness.models.vllm_config import (
     ADAPTER_KEYS,
     VLLMSettings,
+    check_window,
     local_config,
     modalities_from_config,
     parse_settings,
+    scoring_window,
 )
 from harness.models.vllm_inputs import (
     SAMPLING_EXTRAS,
@@ -43,14 +55,16 @@ from harness.models.vllm_inputs import (
     to_output,
     to_prompt_text,
 )
+from harness.models.vllm_scoring import ScoringPlan, TokenRules, completion_item, token_rules
 from harness.registry import model
-from harness.types import Output, Request
+from harness.types import REQUEST_KINDS, SCORING_KINDS, Output, Request
 
 
 class VLLMModel:
     """In-process vLLM (one engine, or ``dp`` Ray replicas)."""
 
     cacheable = True
+    request_kinds: frozenset[str] = frozenset(REQUEST_KINDS)
 
     def __init__(self, settings: VLLMSettings, executor: Any | None = None) -> None:
         self.settings = settings
@@ -60,11 +74,23 @@ class VLLMModel:
         # concurrency of 2 with a smaller batch_size lets the runner score and commit one batch
         # while the engine works on the next
         self.concurrency = settings.concurrency or 1
+        owned = executor is None
         self.executor = executor if executor is not None else make_executor(settings)
         declared = settings.modalities or self.executor.modalities()
         self.modalities = frozenset(declared) | {"text"}
+        self._rules: TokenRules | None = None
+        self._rules_lock = threading.Lock()
+        if settings.max_length is not None:  # a window the engine cannot take: refused now, in one line
+            try:
+                check_window(settings.max_length, self.executor.max_model_len())
+            except ValueError:
+                if owned:  # an engine we started: not left running behind the refusal
+                    self.executor.close()
+                raise
 
     def _item(self, request: Request) -> dict[str, Any]:
+        if request.kind == "completion":
+            return completion_item(request, self.token_rules(), self.settings.sampling_defaults)
         item: dict[str, Any] = {"sampling": sampling_kwargs(request.config, self.settings.sampling_defaults)}
         if self.settings.chat:
             item["conversation"] = to_chat_messages(request.messages)
@@ -72,21 +98,47 @@ class VLLMModel:
             item["prompt"] = to_prompt_text(request.messages)
         return item
 
+    def token_rules(self) -> TokenRules:
+        """The tokenizer and lengths, read from the engine once (on the first completion or scoring
+        request: a chat-only run never pays for them)."""
+        with self._rules_lock:
+            if self._rules is None:
+                length = self.executor.max_model_len()
+                self._rules = token_rules(self.executor.tokenizer(), length,
+                                          scoring_window(length, self.settings.max_length), self.settings.max_length)
+            return self._rules
+
     async def generate(self, requests: Sequence[Request]) -> list[Output]:
+        # in a worker thread: tokenising completion and scoring prompts is CPU work, and the engine
+        # call blocks; the event loop keeps committing results meanwhile
+        return await asyncio.to_thread(self._generate, list(requests))
+
+    def _generate(self, requests: list[Request]) -> list[Output]:
+        t0 = time.perf_counter()
         outputs: list[Output | None] = [None] * len(requests)
-        items, where = [], []
+        items: list[dict[str, Any]] = []
+        where: list[int] = []
         for i, request in enumerate(requests):
+            if request.kind in SCORING_KINDS:
+                continue
             try:
                 items.append(self._item(request))
                 where.append(i)
             except RequestInputError as exc:  # refused before the call, recorded for that sample
                 outputs[i] = Output(error=str(exc))
-        if items:
-            t0 = time.perf_counter()
-            results = await asyncio.to_thread(self.executor.run_batch, items)
-            share = (time.perf_counter() - t0) / len(items)
-            for i, result in zip(where, results, strict=True):
-                outputs[i] = to_output(result, share)
+        scoring = [(i, r) for i, r in enumerate(requests) if r.kind in SCORING_KINDS]
+        plan = ScoringPlan.build(scoring, self.token_rules()) if scoring else None
+        first_scoring = len(items)
+        if plan is not None:
+            items += plan.items()
+        results = self.executor.run_batch(items) if items else []
+        # per-request latency does not exist inside one batched call: each gets its share
+        share = (time.perf_counter() - t0) / max(1, len(where) + (plan.n_requests if plan else 0))
+        for i, result in zip(where, results[:first_scoring], strict=True):
+            outputs[i] = to_output(result, share)
+        if plan is not None:
+            for i, out in plan.outputs(results[first_scoring:], share).items():
+                outputs[i] = out
         return [o if o is not None else Output(error="no output") for o in outputs]
 
     def stats(self) -> dict[str, Any]:

@@ -27,6 +27,7 @@ ADAPTER_KEYS = (
     "gpus_per_replica",  # Ray GPUs per replica (default tensor_parallel_size; 0.5 packs two on one GPU)
     "server_timeout", "server_python", "concurrency",  # managed-server mode
     "top_logprobs",
+    "max_length",  # the scoring window (tokens a scored position sees), as hf:'s; default max_model_len - 2
 )
 # engine arguments that change speed or memory but not the replies: left out of the model spec so
 # cached answers and comparisons carry over between hardware set-ups
@@ -53,6 +54,7 @@ class VLLMSettings:
     server_timeout: float = 900.0
     server_python: str | None = None
     concurrency: int | None = None  # in-process default 1; server mode default 64
+    max_length: int | None = None  # None: the largest window the engine takes (max_model_len - 2)
     sampling_defaults: dict[str, Any] = field(default_factory=dict)
     engine: dict[str, Any] = field(default_factory=dict)
 
@@ -63,6 +65,8 @@ class VLLMSettings:
                 if k not in RESOURCE_KEYS and k not in DEFAULT_ENGINE}
         if not self.chat:
             keep["chat"] = False
+        if self.max_length is not None:  # changes every scoring answer that needs truncating
+            keep["max_length"] = self.max_length
         for key in ("chat_template", "chat_template_kwargs"):
             if key in self.chat_kwargs:
                 keep[key] = self.chat_kwargs[key]
@@ -103,10 +107,43 @@ def parse_settings(path: str | None, settings: dict[str, Any]) -> VLLMSettings:
             out.server_timeout = float(value)
         elif key == "gpus_per_replica":
             out.gpus_per_replica = float(value)
+        elif key == "max_length":
+            out.max_length = _positive_int(value, key)
         else:
             engine[key] = value
     out.engine = engine
+    if out.max_length is not None and "max_model_len" in engine:
+        # refused before an engine starts (a minute or more) when both are given
+        check_window(out.max_length, int(engine["max_model_len"]))
     return out
+
+
+def _positive_int(value: Any, key: str) -> int:
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"vllm: {key} must be a whole number, not {value!r}") from None
+    if number < 1 or number != float(value):
+        raise ValueError(f"vllm: {key} must be a whole number >= 1, not {value!r}")
+    return number
+
+
+def scoring_window(max_model_len: int, requested: int | None) -> int:
+    """The scoring window (``max_length`` of :mod:`harness.loglikelihood`): the most tokens a scored
+    position is conditioned on. A scored prompt is the window plus its last token, and vLLM refuses a
+    prompt that leaves no room for one generated token, so the window is at most ``max_model_len - 2``
+    (lm-eval's vLLM backend feeds the same: ``max_length - 1`` tokens, rolling windows of
+    ``max_length - 2``)."""
+    if requested is None:
+        return check_window(max_model_len - 2, max_model_len)
+    return check_window(requested, max_model_len)
+
+
+def check_window(window: int, max_model_len: int) -> int:
+    if window < 1 or window > max_model_len - 2:
+        raise ValueError(f"vllm: max_length={window} does not fit max_model_len={max_model_len}: a scored prompt is "
+                         f"max_length + 1 tokens plus one generated token, so max_length <= {max_model_len - 2}")
+    return window
 
 
 def _read_template(value: Any) -> str:

@@ -45,6 +45,12 @@ class EngineActor:
     def modalities(self) -> list[str]:
         return self.engine.modalities()
 
+    def tokenizer(self) -> Any:
+        return self.engine.tokenizer()
+
+    def max_model_len(self) -> int:
+        return int(self.engine.max_model_len())
+
     def stats(self) -> dict[str, Any]:
         return {**self.engine.stats(), "pid": os.getpid()}
 
@@ -53,7 +59,9 @@ class EngineActor:
 
 
 class RayDataParallel:
-    """The same interface as one engine (``run_batch``, ``modalities``, ``stats``, ``close``)."""
+    """The same interface as one engine (``run_batch``, ``modalities``, ``tokenizer``,
+    ``max_model_len``, ``stats``, ``close``). Every item is answered on its own (a scoring item is
+    one prompt), so sharding a batch of completion or scoring items changes no value."""
 
     def __init__(self, dp: int, make_engine: Callable[[], Any], *, gpus_per_replica: float = 0,
                  cpus_per_replica: float = 1, ray_address: str | None = None,
@@ -84,6 +92,18 @@ class RayDataParallel:
         import ray
 
         return ray.get(self.actors[0].modalities.remote())
+
+    def tokenizer(self) -> Any:
+        """Replica 0's tokenizer, pickled over: the replicas load the same model, so any one's will do
+        for the token work the adapter does before sharding (completion and scoring prompts)."""
+        import ray
+
+        return ray.get(self.actors[0].tokenizer.remote())
+
+    def max_model_len(self) -> int:
+        import ray
+
+        return int(ray.get(self.actors[0].max_model_len.remote()))
 
     def stats(self) -> dict[str, Any]:
         import ray

@@ -1,8 +1,12 @@
 """One in-process vLLM engine (``vllm.LLM``) answering a whole batch with ONE ``chat``/``generate``.
 
-Items are plain dicts (``{"conversation": [...]} or {"prompt": "..."}`` plus ``"sampling"``: the
-``SamplingParams`` keyword arguments), and results are plain dicts, so the same class runs inside a
-Ray actor for data parallelism (``harness.models.vllm_dp``).
+Items are plain dicts: ``{"conversation": [...]}`` (through ``LLM.chat``), ``{"prompt": "..."}`` or
+``{"prompt_token_ids": [...]}`` (through ``LLM.generate``), plus ``"sampling"``: the
+``SamplingParams`` keyword arguments; a scoring item also has ``"score_last": N`` and gets back the
+logprob and rank of its prompt's last N tokens instead of a reply (``harness.models.vllm_scoring``).
+Results are plain dicts, so the same class runs inside a Ray actor for data parallelism
+(``harness.models.vllm_dp``). A batch is one ``LLM.chat`` call for its conversations and one
+``LLM.generate`` call for everything else.
 
 A bad request (prompt longer than ``max_model_len``, unreadable image, bad sampling value) makes
 vLLM reject the whole call; the batch is then split in halves until the bad requests are isolated,
@@ -16,13 +20,29 @@ import os
 import threading
 from typing import Any
 
-from harness.models.vllm_inputs import result_from_request_output
+from harness.models.vllm_inputs import prompt_scores, result_from_request_output
 
 FATAL_ERRORS = ("EngineDeadError", "OutOfMemoryError")
 
 
 def _error(exc: BaseException) -> dict[str, Any]:
     return {"error": f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"}
+
+
+def _prompt(item: dict[str, Any]) -> Any:
+    if "prompt_token_ids" in item:  # vLLM's TokensPrompt: the ids as given, no tokenisation
+        return {"prompt_token_ids": list(item["prompt_token_ids"])}
+    return item["prompt"]
+
+
+def _result(ro: Any, item: dict[str, Any]) -> dict[str, Any]:
+    """A converted output; a conversion that fails is that item's own error."""
+    try:
+        if "score_last" in item:
+            return prompt_scores(ro, int(item["score_last"]))
+        return result_from_request_output(ro, int(item["sampling"].get("logprobs") or 0))
+    except Exception as exc:
+        return _error(exc)
 
 
 class LocalEngine:
@@ -53,8 +73,10 @@ class LocalEngine:
             except Exception as exc:
                 results[i] = _error(exc)
         with self._lock:
-            for (i, _, _), res in zip(ready, self._isolating(ready), strict=True):
-                results[i] = res
+            for route in (True, False):  # conversations through chat(), the rest through generate()
+                group = [r for r in ready if ("conversation" in r[1]) == route]
+                for (i, _, _), res in zip(group, self._isolating(group), strict=True):
+                    results[i] = res
         return [r if r is not None else {"error": "no result"} for r in results]
 
     def _isolating(self, ready: list[tuple[int, dict[str, Any], Any]]) -> list[dict[str, Any]]:
@@ -71,19 +93,26 @@ class LocalEngine:
             return self._isolating(ready[:mid]) + self._isolating(ready[mid:])
 
     def _call(self, ready: list[tuple[int, dict[str, Any], Any]]) -> list[dict[str, Any]]:
+        """One engine call for items of one route (all conversations, or none)."""
         params = [p for _, _, p in ready]
         self.calls += 1
-        if self.chat:
+        if "conversation" in ready[0][1]:
             outs = self.llm.chat([it["conversation"] for _, it, _ in ready], params, use_tqdm=False,
                                  **self.chat_kwargs)
         else:
-            outs = self.llm.generate([it["prompt"] for _, it, _ in ready], params, use_tqdm=False)
+            outs = self.llm.generate([_prompt(it) for _, it, _ in ready], params, use_tqdm=False)
         if len(outs) != len(ready):
             raise RuntimeError(f"vLLM returned {len(outs)} outputs for {len(ready)} prompts")
-        return [result_from_request_output(o, int(it["sampling"].get("logprobs") or 0))
-                for o, (_, it, _) in zip(outs, ready, strict=True)]
+        return [_result(o, it) for o, (_, it, _) in zip(outs, ready, strict=True)]
 
     # ---- introspection --------------------------------------------------------------------------
+    def tokenizer(self) -> Any:
+        """The tokenizer vLLM itself uses (picklable, so a Ray actor can hand it back)."""
+        return self.llm.get_tokenizer()
+
+    def max_model_len(self) -> int:
+        return int(self.llm.llm_engine.model_config.max_model_len)
+
     def modalities(self) -> list[str]:
         """Input modalities the loaded model takes, from vLLM's multimodal registry."""
         model_config = self.llm.llm_engine.model_config

@@ -84,7 +84,8 @@ def sampling_kwargs(config: GenerationConfig, defaults: dict[str, Any] | None = 
         "top_p": float(config.top_p),
         "max_tokens": int(config.max_tokens),
         "seed": config.seed,
-        "stop": list(config.stop) or None,
+        # a bare string is one stop string, not a list of its characters
+        "stop": ([config.stop] if isinstance(config.stop, str) else list(config.stop)) or None,
     }
     extra = {**(defaults or {}), **config.extra}
     for key in SAMPLING_EXTRAS:
@@ -122,6 +123,28 @@ def result_from_request_output(ro: Any, top_n: int = 0) -> dict[str, Any]:
         "finish_reason": comp.finish_reason,
         "logprobs": logprobs,
     }
+
+
+def prompt_scores(ro: Any, last: int) -> dict[str, Any]:
+    """A ``RequestOutput`` of a scoring prompt (``prompt_logprobs`` set) -> plain dict: for each of
+    the prompt's ``last`` positions, ``[logprob, rank]`` of the prompt's own token there given every
+    token before it (vLLM puts the prompt token in each position's entry with its true rank beside
+    the top alternatives; rank 1 is the argmax, a tie counting against the token)."""
+    ids = list(ro.prompt_token_ids or [])
+    entries = ro.prompt_logprobs
+    if entries is None or len(entries) != len(ids):
+        raise RuntimeError(f"vLLM returned {0 if entries is None else len(entries)} prompt logprobs "
+                           f"for a prompt of {len(ids)} tokens")
+    if not 0 < last < len(ids):  # position 0 has nothing to condition on: never scored
+        raise RuntimeError(f"cannot score the last {last} of {len(ids)} prompt tokens")
+    scored: list[list[float]] = []
+    for pos in range(len(ids) - last, len(ids)):
+        entry = entries[pos]
+        lp = entry.get(ids[pos]) if entry else None
+        if lp is None:
+            raise RuntimeError(f"vLLM gave no logprob for prompt token {pos}")
+        scored.append([float(lp.logprob), float(lp.rank) if lp.rank is not None else -1.0])
+    return {"scored": scored, "input_tokens": len(ids)}
 
 
 def to_output(result: dict[str, Any], seconds: float) -> Output:

