@@ -10,8 +10,9 @@ Required attributes: ``spec``, ``batch_size``, ``concurrency``, ``modalities``, 
 ``generate``. ``spec`` is the model's half of the response-cache key (the other half is the
 request): a backend must put every setting that changes its replies into it (``hf:DIR?dtype=...``).
 Optional: ``request_kinds`` (the :data:`~harness.types.RequestKind` values it answers; ``{"chat"}``
-when absent: such a backend is never handed a completion or scoring request), ``generation_extras`` (request-level ``-M`` keys besides GenerationConfig's fields, which
-the model client puts into ``config.extra``), ``fit`` (a :class:`FitModel`), ``aclose``/``close``.
+when absent: such a backend is never handed a completion or scoring request), ``generation_extras``
+(request-level ``-M`` keys besides GenerationConfig's fields, which the model client puts into
+``config.extra``), ``fit`` (a :class:`FitModel`), ``aclose``/``close``.
 Backends are called through :class:`harness.client.ModelClient`, which applies the run's settings:
 a backend never re-applies ``-M`` generation keys itself.
 """

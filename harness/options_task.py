@@ -177,7 +177,8 @@ def describe_task(name: str) -> dict[str, Any]:
         "needs_judge": None, "metrics_error": None, "argument": entry.argument, "values": None,
     }
     if entry.argument:  # a parametric task is built per value: NAME:VALUE has the metrics
-        info["metrics_error"] = f"each {name}:{entry.argument.upper()} task declares its own (see `harness tasks {name}:...`)"
+        info["metrics_error"] = (f"each {name}:{entry.argument.upper()} task declares its own "
+                                 f"(see `harness tasks {name}:...`)")
         if entry.values is not None:
             try:
                 info["values"] = list(entry.values())

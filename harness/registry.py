@@ -228,7 +228,8 @@ def _parametric(name: str) -> Entry:
         raise UnknownNameError(f"unknown task {name!r}: {base_name!r} is not a task that takes a ':' value "
                                "(see `harness tasks`)")
     if not value:
-        raise UnknownNameError(f"task {name!r}: name the {base.argument} after the ':' (see `harness tasks {base_name}`)")
+        raise UnknownNameError(f"task {name!r}: name the {base.argument} after the ':' "
+                               f"(see `harness tasks {base_name}`)")
     bound = base.factory
 
     @functools.wraps(bound)

@@ -27,7 +27,7 @@ def scoring_rows(stored_input: Any, prediction: Any) -> dict[str, Any] | None:
     items = request.get("pairs") if kind == "loglikelihood" else request.get("texts")
     if not isinstance(items, list) or len(items) != len(values):
         return None
-    rows = []
+    rows: list[dict[str, Any]] = []
     for item, value in zip(items, values, strict=True):
         try:
             logprob, greedy, tokens = float(value[0]), bool(value[1]), int(value[2])
@@ -37,7 +37,8 @@ def scoring_rows(stored_input: Any, prediction: Any) -> dict[str, Any] | None:
         text = str(text)
         rows.append({"text": text if len(text) <= PREVIEW else text[:PREVIEW] + "…", "logprob": logprob,
                      "greedy": greedy, "tokens": tokens, "best": False})
-    finite = [i for i, r in enumerate(rows) if math.isfinite(r["logprob"])]
+    logprobs = [float(r["logprob"]) for r in rows]
+    finite = [i for i, lp in enumerate(logprobs) if math.isfinite(lp)]
     if kind == "loglikelihood" and finite:
-        rows[max(finite, key=lambda i: rows[i]["logprob"])]["best"] = True
+        rows[max(finite, key=lambda i: logprobs[i])]["best"] = True
     return {"kind": kind, "rows": rows}

@@ -15,8 +15,12 @@ strings, per-token logprobs when ``config.logprobs``; usage counts prompt and ge
 Settings (``-M key=value``): dtype (auto|float32|bfloat16|float16), device (auto|cpu|cuda|cuda:N),
 batch_size, threads (CPU threads; default OMP_NUM_THREADS), gguf_file, revision, trust_remote_code,
 attn_implementation, max_length (the context length scoring and raw completions work within, as
-lm-eval's ``max_length`` model argument; default: the model config's), and generation keys (max_tokens, temperature, top_p, seed, stop, logprobs,
-top_k, top_logprobs, repetition_penalty) which override every request's own values.
+lm-eval's ``max_length`` model argument; default: the model config's), and generation keys
+(max_tokens, temperature, top_p, seed, stop, logprobs, top_k, top_logprobs, repetition_penalty) which
+override every request's own values.
+
+Scoring requests (``loglikelihood``, ``loglikelihood_rolling``) go to hf_scoring.py; ``completion``
+requests are the raw prompt, tokenised by lm-eval's rule (no chat template).
 """
 
 from __future__ import annotations

@@ -54,7 +54,8 @@ def test_run_page_renders_the_table(tmp_path):
                 score=lambda s, o, c: Score({"acc": 1.0}, answer="A"), request_kind="loglikelihood", name="scored_view",
                 primary_metric="acc", metrics={"acc": higher()})
     db = f"sqlite:///{tmp_path / 'h.db'}"
-    runner = Runner(EvalConfig(task="scored_view", model="fixed:loglik", db_url=db, progress=False), task=task, model=_Scorer())
+    cfg = EvalConfig(task="scored_view", model="fixed:loglik", db_url=db, progress=False)
+    runner = Runner(cfg, task=task, model=_Scorer())
     summary = runner.run()
     html = TestClient(create_app(db)).get(f"/runs/{summary.run_id}").text
     assert "Continuations scored" in html and "most likely" in html

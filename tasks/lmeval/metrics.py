@@ -9,7 +9,7 @@ loglikelihoods are unbounded. A metric lm-eval does not register (a task's own P
 
 from __future__ import annotations
 
-from harness.types import MetricInfo, Scale
+from harness.types import Direction, MetricInfo, Scale
 
 SCALES: dict[str, Scale] = {
     **{m: "fraction" for m in ("acc", "acc_norm", "acc_bytes", "acc_mutual_info", "exact_match", "f1",
@@ -21,5 +21,5 @@ SCALES: dict[str, Scale] = {
 
 
 def metric_info(metric: str, higher_is_better: bool | None) -> MetricInfo:
-    direction = None if higher_is_better is None else ("higher" if higher_is_better else "lower")
+    direction: Direction | None = None if higher_is_better is None else ("higher" if higher_is_better else "lower")
     return MetricInfo(direction, SCALES.get(metric, "raw"), metric)

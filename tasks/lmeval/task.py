@@ -200,10 +200,18 @@ def _declared(leaves: list[LeafTask]) -> dict[str, MetricInfo]:
     return out
 
 
+def _statistic(fn: Callable[[list[Any]], Any], items: list[Any]) -> Callable[[Any], float]:
+    """lm-eval's aggregation over the documents at the resampled positions."""
+    def statistic(positions: Any) -> float:
+        return float(fn([items[int(i)] for i in positions]))
+
+    return statistic
+
+
 def _aggregate(leaves: list[LeafTask], task_ref: Callable[[], Task]) -> Callable[[list[SampleRecord]], list[Metric]]:
-    from harness.aggregate import default_aggregate
     import numpy as np
 
+    from harness.aggregate import default_aggregate
     from harness.stats import bootstrap_ci
 
     by_name = {leaf.name: leaf for leaf in leaves}
@@ -231,8 +239,7 @@ def _aggregate(leaves: list[LeafTask], task_ref: Callable[[], Task]) -> Callable
                 value = float(fn(items))
                 # documents resampled (their positions, so any item shape goes); 200 rounds: a corpus
                 # statistic such as BLEU costs a full pass per round
-                est = bootstrap_ci(np.arange(len(items)), lambda pos, fn=fn, items=items: float(fn([items[i] for i in pos])),
-                                   seed=0, rounds=200, value=value)
+                est = bootstrap_ci(np.arange(len(items)), _statistic(fn, items), seed=0, rounds=200, value=value)
                 bk, bv = ("lmeval_task", leaf_name) if len(by_name) > 1 else ("", "")
                 metrics.append(Metric(key, value, est.ci_low, est.ci_high, len(items), bk, bv))
         return metrics
