@@ -122,7 +122,13 @@ def pairs_of(request: Request, encode: Encode, prefix_token: int, max_length: in
     """A scoring request's token work: for ``loglikelihood`` one pair per (context, continuation),
     for ``loglikelihood_rolling`` each text's windows (summed back by :func:`combine`)."""
     if request.kind == "loglikelihood":
-        return [[encode_pair(encode, c, x, prefix_token)] for c, x in request.pairs]
+        out = [[encode_pair(encode, c, x, prefix_token)] for c, x in request.pairs]
+        for (pair,) in out:
+            # lm-eval asserts this: a longer continuation cannot be scored within the context length
+            if len(pair.continuation) > max_length:
+                raise ValueError(f"a continuation of {len(pair.continuation)} tokens is longer than the context "
+                                 f"length {max_length}")
+        return out
     if request.kind == "loglikelihood_rolling":
         return [rolling_windows(encode(t), prefix_token, max_length) for t in request.texts]
     raise ValueError(f"not a scoring request: {request.kind}")

@@ -156,3 +156,11 @@ def test_an_operator_that_cannot_combine_loglikelihoods_is_refused(tmp_path):
     assert done.exit_code == 2 and "Traceback" not in done.output
     lines = [line for line in done.output.strip().splitlines() if line.strip()]
     assert len(lines) == 1 and "cannot answer loglikelihood requests" in lines[0] and "vote" in lines[0]
+
+
+def test_a_continuation_longer_than_the_context_fails_alone(tiny_chat_model):  # noqa: F811
+    short = build_model(f"hf:{tiny_chat_model}", {"max_length": 8})
+    long_one, fine = run(short, [Request.loglikelihood([("Q:", " one two three four five six seven eight nine ten")]),
+                                 Request.loglikelihood([("Q:", " yes")])])
+    assert long_one.loglikelihoods is None and "longer than the context length 8" in long_one.error
+    assert fine.error is None and fine.loglikelihoods[0].logprob < 0
