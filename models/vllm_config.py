@@ -114,7 +114,7 @@ def parse_settings(path: str | None, settings: dict[str, Any]) -> VLLMSettings:
     out.engine = engine
     if out.max_length is not None and "max_model_len" in engine:
         # refused before an engine starts (a minute or more) when both are given
-        check_window(out.max_length, int(engine["max_model_len"]))
+        check_window(out.max_length, _positive_int(engine["max_model_len"], "max_model_len"))
     return out
 
 
