@@ -16,7 +16,21 @@ Settings (``-M key=value``):
                     connections and unparseable bodies (default 5); back-off ``retry_base * 2**n``
                     capped at ``retry_max`` with jitter in [50%, 100%]; ``Retry-After`` /
                     ``retry-after-ms`` is honoured (capped at ``retry_after_max``).
-  mode              ``chat`` (default) or ``completions`` (text-only prompt for non-chat servers)
+  mode              ``chat`` (default) or ``completions``: where chat requests go (``completions``: a
+                    text-only prompt rendered for non-chat servers)
+  endpoint          ``chat`` (default): the server is asked chat requests only, and a task of another
+                    request kind (loglikelihood, rolling, raw completion) is refused up front in one
+                    line; ``completions``: the server also has ``/completions``, which then answers raw
+                    completion requests (the prompt as written, no template) and loglikelihood and
+                    rolling loglikelihood requests (echoed prompt logprobs, lm-eval's local-completions
+                    protocol: models/openai_scoring.py says how and with which limits)
+  tokenizer         scoring's token boundary: ``auto`` (default: the server's tokenize endpoint if it
+                    has one, else text offsets), ``server``, ``hf:PATH`` (a local transformers
+                    tokenizer, as the hf backend reads it) or ``none`` (text offsets)
+  max_length        scoring's context length, as lm-eval's max_length (default: what the server
+                    reports, else 2048); prefix_token (the token id an empty context and a rolling text
+                    start from, when the tokenizer does not say); score_prompt ``text`` (default) or
+                    ``tokens`` (send token ids). These need endpoint=completions.
   video_mode        ``frames`` (default: JPEG frames as image parts) or ``native`` (``video_url``)
   video_fps, video_max_frames, frame_max_side   frame sampling (defaults 1.0, 32, 768); a video part's
                     ``options`` (``fps``, ``max_frames``, ``max_side``) override them per part
@@ -615,7 +629,8 @@ SERVER_SAMPLING_KEYS = ("top_k", "min_p", "repetition_penalty", "presence_penalt
 
 # not strict: keys the adapter does not know go to the server as extra body fields (top_k, min_p, ...);
 # a near miss of a known key (base_ur, temprature) is still refused
-@model("openai", description="OpenAI-compatible chat/completions API: openai:MODEL -M base_url=... (any server)",
+@model("openai", description="OpenAI-compatible chat/completions API: openai:MODEL -M base_url=... (any server; "
+                             "-M endpoint=completions adds raw completions and loglikelihood scoring)",
        settings=(*(set(OpenAISettings.__dataclass_fields__) - {"model"}), *SERVER_SAMPLING_KEYS))
 def openai_backend(path: str | None, **settings: Any) -> OpenAIModel:
     if not path:
