@@ -14,7 +14,8 @@ ff settings: ``tokens`` (true), ``steps`` (400), ``width`` (32), ``seed``, ``dev
 Each held-out view's ``prediction`` is ``{"image": PNG, "depth": .npy, "gaussians": .npy,
 "n_gaussians": N}``; files go under ``$HARNESS_ARTIFACTS/nvs/`` (default ``./artifacts``). A render
 with NaN or inf becomes that view's error row; a fit that fails becomes every view's error.
-Fits are cached under ``$HARNESS_CACHE_DIR/nvs/fits`` by a hash of the settings and the train views.
+Fits are cached under ``$HARNESS_CACHE_DIR/nvs/fits`` (``harness.fit_cache``) by a hash of the settings,
+the train views and the bytes of their images.
 """
 
 from __future__ import annotations
@@ -24,21 +25,22 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness import fit_cache
 from harness.modelspec import validate_settings
 from harness.registry import model
 from harness.tasks.nvs.backends_common import (
+    FITS,
     ViewError,
     artifacts_dir,
     as_bool,
     as_float,
     as_int,
     error_outputs,
-    fit_key,
-    load_fit,
     load_images,
-    save_fit,
+    scene_samples,
     train_views,
     view_of,
+    views_fit_key,
     write_gaussians,
     write_render,
 )
@@ -98,27 +100,40 @@ class GaussianBackend:
     def _fit(self, train: Sequence[Sample]) -> dict[str, Any]:
         import torch
 
-        from harness.tasks.nvs.gs_model import GaussianScene, fit_scene
+        from harness.tasks.nvs.gs_model import fit_scene
 
         torch.set_num_threads(max(1, torch.get_num_threads()))
         out_dir = artifacts_dir(self.spec)
         for scene, views in train_views(train).items():
-            key = fit_key("gs", {**self.cfg.to_dict(), "v": 1}, views)
-            state = load_fit(key) if self.use_cache else None
-            if state is None:
+            key = views_fit_key(f"gs:{self.path}", self.cfg.to_dict(), scene_samples(train, scene), views)
+            loaded = fit_cache.load(key, kind="gs", folder=FITS, restore=self._restore) if self.use_cache else None
+            if loaded is None:
                 images = load_images(views).to(self.cfg.device)
                 fitted, record = fit_scene(self.cfg, [v.camera for v in views], images)
-                state = {"gaussians": fitted.state(), "record": record}
-                save_fit(key, state)
+                fit_cache.save(key, {"gaussians": fitted.state(), "record": record}, kind="gs", folder=FITS)
                 cached = False
             else:
-                fitted, record, cached = GaussianScene.from_state(state["gaussians"]), state["record"], True
+                (fitted, record), cached = loaded, True
             self.scenes[scene] = fitted
             self.records[scene] = {**record, "cached": cached}
             with torch.no_grad():
                 self.gaussians[scene] = write_gaussians(out_dir, f"{scene}-{key}", fitted.params["means"],
                                                         fitted.opacities())
         return {"method": self.spec, "scenes": self.records}
+
+    def _restore(self, state: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+        """(GaussianScene, fit record) from a cached fit; raises (KeyError, TypeError, ...) for a state that
+        is not a fit with this config, which is a cache miss (nothing is built from another file's sizes)."""
+        import numpy as np
+
+        from harness.tasks.nvs.gs_model import GaussianScene
+
+        record, params = state["record"], state["gaussians"]
+        if not isinstance(record, dict) or not isinstance(params.get("means"), np.ndarray):
+            raise ValueError("not a Gaussian scene fit")
+        if params["cfg"] != self.cfg.to_dict():
+            raise ValueError("fitted with another config")
+        return GaussianScene.from_state(params), record
 
     def render_one(self, request: Request) -> Output:
         import torch

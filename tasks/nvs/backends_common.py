@@ -1,5 +1,9 @@
-"""What every nvs backend shares: reading views out of samples and requests, the fit cache, and
+"""What every nvs backend shares: reading views out of samples and requests, the fit cache key, and
 writing a rendered view (PNG image + depth .npy) where the run page can show it.
+
+Fits are cached by :mod:`harness.fit_cache` under ``$HARNESS_CACHE_DIR/nvs/fits`` (:data:`FITS`), keyed
+on the backend, its config, the train samples (and the bytes of their images), the views fitted and
+the seed; a cache file is read as data only, and one that is refused or unusable is refitted.
 
 A sample's first part carries ``options["nvs"]``: ``scene`` (the scene's content key), ``camera``
 (:class:`harness.tasks.nvs.scenes.Camera` as a dict) and, for train views only, ``image``. Held-out
@@ -14,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.safeload import SafeLoadError, dump_pickle, load_pickle
+from harness import fit_cache
 from harness.stored_paths import stored_path
 from harness.tasks.nvs.scenes import Camera, SceneError
 from harness.types import Message, Output, Sample, stable_hash
@@ -77,34 +81,21 @@ def load_images(views: Sequence[ViewSpec]) -> Any:
     return torch.from_numpy(np.stack(arrays))
 
 
-def cache_dir() -> Path:
-    base = Path(os.environ.get("HARNESS_CACHE_DIR", Path.home() / ".cache" / "harness"))
-    return base / "nvs" / "fits"
+FITS = "nvs/fits"  # harness.fit_cache folder of the nvs fits (where they always were)
 
 
-def fit_key(method: str, config: dict[str, Any], views: Sequence[ViewSpec]) -> str:
-    files = []
-    for v in views:
-        try:
-            st = os.stat(v.image or "")
-            files.append((v.name, v.camera.to_dict(), st.st_size, int(st.st_mtime)))
-        except OSError:
-            files.append((v.name, v.camera.to_dict(), 0, 0))
-    return stable_hash({"method": method, "config": config, "views": files})[:24]
+def views_fit_key(backend: str, config: dict[str, Any], samples: Sequence[Sample], views: Sequence[ViewSpec]) -> str:
+    """The fit cache key of fitting ``backend`` with ``config`` on ``views`` (taken from ``samples``):
+    the images' bytes are in it, so a scene re-rendered in place refits."""
+    task_hash = fit_cache.samples_hash(samples, files=[v.image for v in views])
+    fitted = [(v.scene, v.name, v.camera.to_dict(), v.image) for v in views]
+    return fit_cache.fit_key(backend=backend, settings=config, task_hash=task_hash, train=stable_hash(fitted),
+                             seed=int(config.get("seed", 0)), extra={"v": 1})
 
 
-def load_fit(key: str) -> dict[str, Any] | None:
-    """The cached fit (plain data and numpy arrays, read by harness.safeload: no code runs), or None
-    when there is none or it is unreadable or refused (the backend refits and replaces it)."""
-    try:
-        state = load_pickle(cache_dir() / f"{key}.pkl")
-    except (OSError, SafeLoadError):
-        return None
-    return state if isinstance(state, dict) else None
-
-
-def save_fit(key: str, state: dict[str, Any]) -> None:
-    dump_pickle(cache_dir() / f"{key}.pkl", state)  # atomic
+def scene_samples(train: Sequence[Sample], scene: str) -> list[Sample]:
+    """The train samples of one scene (a per-scene fit is keyed on those alone)."""
+    return [s for s in train if view_of(s.messages, s.id).scene == scene]
 
 
 def artifacts_dir(spec: str) -> Path:
@@ -176,6 +167,6 @@ def as_bool(backend: str, key: str, value: Any) -> bool:
     raise ValueError(f"{backend}: {key} must be true or false, got {value!r}")
 
 
-__all__ = ["SceneError", "ViewError", "ViewSpec", "view_of", "train_views", "load_images", "fit_key", "load_fit",
-           "save_fit", "artifacts_dir", "write_render", "write_gaussians", "error_outputs", "as_int", "as_float",
+__all__ = ["FITS", "SceneError", "ViewError", "ViewSpec", "view_of", "train_views", "load_images", "views_fit_key",
+           "scene_samples", "artifacts_dir", "write_render", "write_gaussians", "error_outputs", "as_int", "as_float",
            "as_bool"]

@@ -11,8 +11,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness import fit_cache
 from harness.modelspec import validate_settings
 from harness.tasks.nvs.backends_common import (
+    FITS,
     ViewError,
     ViewSpec,
     artifacts_dir,
@@ -20,12 +22,10 @@ from harness.tasks.nvs.backends_common import (
     as_float,
     as_int,
     error_outputs,
-    fit_key,
-    load_fit,
     load_images,
-    save_fit,
     train_views,
     view_of,
+    views_fit_key,
     write_gaussians,
     write_render,
 )
@@ -162,17 +162,24 @@ class FeedForwardBackend:
         groups = train_views(train)
         self.scenes = {k: _prepare(v, self.cfg.device) for k, v in groups.items()}
         all_views = [v for k in sorted(groups) for v in groups[k]]
-        key = fit_key("ff", {**self.cfg.to_dict(), "v": 1}, all_views)
-        state = load_fit(key) if self.use_cache else None
-        if state is None:
-            net, record = train_network(self.cfg, [self.scenes[k] for k in sorted(self.scenes)])
-            save_fit(key, {"weights": {k: v.detach().cpu().numpy() for k, v in net.state_dict().items()},
-                           "record": record})
-            cached = False
-        else:
+        key = views_fit_key("ff:consistency", self.cfg.to_dict(), train, all_views)
+
+        def restore(state: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+            # a state that is not this network's weights raises (KeyError, TypeError, RuntimeError): a miss
+            if not isinstance(state["record"], dict):
+                raise ValueError("the record is not a dict")
             net = build_network(self.cfg).to(self.cfg.device)
             net.load_state_dict({k: torch.from_numpy(v).to(self.cfg.device) for k, v in state["weights"].items()})
-            record, cached = state["record"], True
+            return net, state["record"]
+
+        loaded = fit_cache.load(key, kind="ff", folder=FITS, restore=restore) if self.use_cache else None
+        if loaded is None:
+            net, record = train_network(self.cfg, [self.scenes[k] for k in sorted(self.scenes)])
+            fit_cache.save(key, {"weights": {k: v.detach().cpu().numpy() for k, v in net.state_dict().items()},
+                                 "record": record}, kind="ff", folder=FITS)
+            cached = False
+        else:
+            (net, record), cached = loaded, True
         net.eval()
         self.net, self.record = net, {**record, "cached": cached}
         return {"method": self.spec, **self.record}

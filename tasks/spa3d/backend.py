@@ -2,7 +2,11 @@
 
 - ``spa3d:fit`` trains the track autoencoder on the task's train split (realistic ``.npz`` tracks)
   once before scoring, holding a fifth of them out to calibrate the realism score;
-  ``-M steps=...`` / ``seed=`` / ``folds=`` / ``checkpoint=PATH`` (save, resumable) tune it;
+  ``-M steps=...`` / ``seed=`` / ``folds=`` / ``checkpoint=PATH`` (save, resumable) / ``cache=`` tune it.
+  Without ``checkpoint`` the fit (weights, calibration, loss history) is cached by ``harness.fit_cache``
+  under ``$HARNESS_CACHE_DIR/spa3d/fits``, keyed on the settings, the train tracks' bytes and the seed,
+  and read back as tensors and plain data only; with ``checkpoint`` that file is the record (it is the
+  user's artefact, resumed by its path), so nothing is cached beside it;
 - ``spa3d:/path/model.pt`` loads a checkpoint written by training.
 For every request it scores each media part (``points`` = ``.npz`` tracks, ``video`` = a video,
 tracked first) and returns ``prediction = {"scores": [metrics dict per part]}``. A file that cannot
@@ -12,11 +16,14 @@ be read or extracted makes that request's Output carry the one-line error (never
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from harness import fit_cache
 from harness.registry import model
-from harness.types import Output, Request, Sample, Usage
+from harness.types import Output, Request, Sample, Usage, stable_hash
+
+FITS = "spa3d/fits"  # harness.fit_cache folder of the spa3d fits
 
 
 @dataclass
@@ -28,6 +35,7 @@ class Spa3dModel:
     folds: int = 5
     checkpoint: str | None = None
     max_seconds: float | None = None
+    cache: bool | str = True
     batch_size: int = 16
     concurrency: int = 1
     cacheable: bool = False  # a fitted scorer's outputs depend on the fit, not only on the request
@@ -47,18 +55,30 @@ class Spa3dModel:
         from harness.tasks.spa3d.tracks import load_tracks
         from harness.tasks.spa3d.train import TrainConfig, fit_scorer
 
-        videos = [load_tracks(p.path) for s in train for m in s.messages for p in m.content
-                  if p.type == "points" and p.path]
+        paths = [p.path for s in train for m in s.messages for p in m.content if p.type == "points" and p.path]
+        videos = [load_tracks(path) for path in paths]
         if not videos:
             raise ValueError("spa3d:fit needs a train split of .npz track files")
         cfg = TrainConfig(steps=int(self.steps), seed=int(self.seed), max_seconds=self.max_seconds)
         cfg.model.feature_dim = videos[0].feature_dim
-        # most videos train the autoencoder; a held-out fifth calibrates the realism score
-        self.scorer, history = fit_scorer(videos, cfg, checkpoint=self.checkpoint)
+        use_cache = self.checkpoint is None and str(self.cache).strip().lower() not in ("0", "false", "no")
+        key = fit_cache.fit_key(backend="spa3d:fit", settings=asdict(cfg), task_hash=fit_cache.samples_hash(train),
+                                train=stable_hash(paths), seed=cfg.seed, extra={"v": 1})
+        loaded = fit_cache.load(key, kind="fit", folder=FITS, restore=lambda state: _restore(state, cfg)
+                                ) if use_cache else None
+        if loaded is None:
+            # most videos train the autoencoder; a held-out fifth calibrates the realism score
+            self.scorer, history = fit_scorer(videos, cfg, checkpoint=self.checkpoint)
+            if use_cache:
+                fit_cache.save(key, {"config": cfg.model.to_dict(), "state_dict": self.scorer.model.state_dict(),
+                                     "calibration": self.scorer.calibration.to_dict(), "history": history},
+                               kind="fit", folder=FITS, format="torch")
+        else:
+            self.scorer, history = loaded
         self.scorer.folds = int(self.folds)
         self.fit_report = {"fitted": True, "videos": len(videos), "steps": len(history),
                            "calibration_videos": self.scorer.calibration.videos,
-                           "final_l1": history[-1]["l1"] if history else None}
+                           "final_l1": history[-1]["l1"] if history else None, "cached": loaded is not None}
         return self.fit_report
 
     def _score_request(self, request: Request) -> Output:
@@ -83,10 +103,29 @@ class Spa3dModel:
         return await asyncio.to_thread(lambda: [self._score_request(r) for r in requests])
 
 
+def _restore(state: dict[str, Any], cfg: Any) -> tuple[Any, list[dict[str, Any]]]:
+    """(RealismScorer, loss history) from a cached fit, checked as a checkpoint is (config, every
+    tensor's shape, the calibration); raises CheckpointError or ValueError otherwise: a cache miss."""
+    from pathlib import Path
+
+    from harness.tasks.spa3d.scorer import RealismScorer
+    from harness.tasks.spa3d.train import _calibration_from, _config_from, _model_from
+
+    where = Path("fit cache")
+    history = state["history"]
+    if _config_from(state, where) != cfg.model or not isinstance(history, list) or not all(
+            isinstance(h, dict) for h in history):
+        raise ValueError("not a fit of this model config")
+    calibration = _calibration_from(state, where)
+    if calibration is None:
+        raise ValueError("no calibration")
+    return RealismScorer(_model_from(state, where), seed=cfg.seed, calibration=calibration), history
+
+
 @model("spa3d", kind="method",
        description="3DSPA realism scorer: spa3d:fit (train on the task's train split) or spa3d:CHECKPOINT")
 def spa3d(path: str = "fit", **settings: Any) -> Spa3dModel:
-    known = {"steps", "seed", "folds", "checkpoint", "max_seconds", "batch_size", "concurrency"}
+    known = {"steps", "seed", "folds", "checkpoint", "max_seconds", "cache", "batch_size", "concurrency"}
     unknown = set(settings) - known
     if unknown:
         raise ValueError(f"spa3d: unknown setting(s) {', '.join(sorted(unknown))}; known: {', '.join(sorted(known))}")

@@ -3,25 +3,23 @@ cache, the training progress bar.
 
 Method tasks carry each item's feature vector in the first part's ``options["features"]`` (the text
 repeats it for text-only models); a backend reads it from there, and from the text as a fallback.
-The fitted state is cached under ``$HARNESS_CACHE_DIR/fits/<method>-<hash>.pkl`` where the hash
-covers the method config and the train data, so a rerun on the same data does not retrain. The cache
-holds plain data and numpy arrays, written and read by ``harness.safeload`` (no code runs when it is
-read); a cache file it refuses or cannot read is refitted and replaced.
+The fitted state is cached by :mod:`harness.fit_cache` under ``$HARNESS_CACHE_DIR/fits/<method>-<key>.pkl``
+(:data:`FITS`), keyed on the backend, its fit settings, the train samples' content, the train arrays
+and the seed, so a rerun on the same data does not retrain. The cache holds plain data and numpy
+arrays, read back as data only (no code runs when it is read); a cache file that is refused, cannot be
+read or does not hold a usable fit is a miss (one warning line), refitted and replaced.
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
-from harness.safeload import SafeLoadError, dump_pickle, load_pickle
-from harness.types import Message, Output, Sample, Usage, stable_hash
+from harness.types import Message, Output, Sample, Usage
 
 _NUM = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
 
@@ -65,40 +63,7 @@ def train_arrays(train: Sequence[Sample], labelled: bool = True) -> tuple[Any, A
     return X, y
 
 
-def data_hash(*arrays: Any) -> str:
-    h = hashlib.sha256()
-    for a in arrays:
-        if a is None:
-            h.update(b"none")
-            continue
-        h.update(str(a.dtype).encode() + str(a.shape).encode())
-        h.update(a.tobytes())
-    return h.hexdigest()
-
-
-def fit_key(method: str, config: dict[str, Any], digest: str) -> str:
-    return stable_hash({"method": method, "config": config, "data": digest})[:24]
-
-
-def cache_dir() -> Path:
-    root = Path(os.environ.get("HARNESS_CACHE_DIR", Path.home() / ".cache" / "harness"))
-    return root / "fits"
-
-
-def load_fit(method: str, key: str) -> dict[str, Any] | None:
-    path = cache_dir() / f"{method}-{key}.pkl"
-    if not path.exists():
-        return None
-    try:
-        state = load_pickle(path)  # data only: a planted cache file cannot run code
-    except (OSError, SafeLoadError):
-        return None  # unreadable or refused: refit (save_fit replaces it)
-    return state if isinstance(state, dict) else None
-
-
-def save_fit(method: str, key: str, state: dict[str, Any]) -> Path:
-    # atomic: concurrent runs never read half a file
-    return dump_pickle(cache_dir() / f"{method}-{key}.pkl", state)
+FITS = "fits"  # harness.fit_cache folder of the methods fits (where they always were)
 
 
 class TrainProgress:

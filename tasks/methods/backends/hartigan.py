@@ -26,17 +26,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness import fit_cache
 from harness.registry import model
 from harness.tasks.methods.backends.common import (
+    FITS,
     FeatureError,
     TrainProgress,
-    data_hash,
     features_of,
-    fit_key,
-    load_fit,
     method_spec,
     not_fitted,
-    save_fit,
     train_arrays,
     with_usage,
 )
@@ -129,8 +127,14 @@ class ClusteringModel:
                   "seq_cap": None if cap is None else int(cap), "v": 2}  # v2: blocked safe test + vectorised phase
         if escapes:
             config["escapes"] = escapes  # only when set: fits cached without escapes keep their keys
-        key = fit_key(f"{self.family}-{self.variant}", config, data_hash(X))
-        state = load_fit(self.family, key) if self.settings.get("cache", True) else None
+        key = fit_cache.fit_key(backend=f"{self.family}:{self.variant}", settings=config,
+                                task_hash=fit_cache.samples_hash(train), train=fit_cache.digest_arrays(X), seed=seed)
+
+        def usable(state: dict[str, Any]) -> dict[str, Any]:
+            return _usable_fit(state, X.shape, k)
+
+        state = fit_cache.load(key, kind=self.family, folder=FITS, restore=usable) if self.settings.get(
+            "cache", True) else None
         cached = state is not None
         if state is None:
             total = config["max_iter"] or (1000 if self.family == "hartigan" else None)
@@ -139,7 +143,7 @@ class ClusteringModel:
             with bar.running():
                 state = run_clustering(self.family, self.variant, X, k, seed, max_iter=config["max_iter"],
                                        seq_cap=config["seq_cap"], escapes=escapes, progress=bar)
-            save_fit(self.family, key, state)
+            fit_cache.save(key, state, kind=self.family, folder=FITS)
         state["record"] = {**state["record"], "cached": cached}
         self.state = state
         self.by_id = {s.id: (int(lab), X[i]) for i, (s, lab) in enumerate(zip(train, state["labels"], strict=True))}
@@ -170,6 +174,21 @@ class ClusteringModel:
                 label, how = int(np.argmin(((centers - x) ** 2).sum(axis=1))), "nearest"
             outs.append(Output(text=str(label), prediction=label, details={"fit": fit, "assigned": how}))
         return with_usage(outs, t0)
+
+
+def _usable_fit(state: dict[str, Any], shape: tuple[int, int], k: int) -> dict[str, Any]:
+    """The cached ``state`` if it is a clustering of these ``shape`` points into ``k`` clusters; raises
+    (KeyError, ValueError) otherwise, which is a cache miss."""
+    import numpy as np
+
+    labels, centers = state["labels"], state["centers"]
+    if not isinstance(state["record"], dict):
+        raise ValueError("the record is not a dict")
+    if not (isinstance(labels, np.ndarray) and labels.shape == (shape[0],) and labels.dtype.kind in "iu"):
+        raise ValueError(f"labels must be {shape[0]} integers")
+    if not (isinstance(centers, np.ndarray) and centers.shape == (k, shape[1]) and centers.dtype.kind == "f"):
+        raise ValueError(f"centers must be a {k}x{shape[1]} float array")
+    return state
 
 
 def _build(family: str, path: str | None, settings: dict[str, Any]) -> ClusteringModel:

@@ -12,7 +12,8 @@ Every request is answered by all seeds' networks: ``prediction`` holds per-seed 
 ``concepts`` (indices of the last binary layer's units that fired) and ``active`` (their count);
 ``text`` is seed 0's hard class. ``details["fit"]`` records the training usage (seconds, epochs,
 seeds, final train loss, non-finite steps, cached); ``usage.seconds`` is the batch's prediction time
-split over its requests. The fitted weights are cached by a hash of the config and the train data.
+split over its requests. The fitted weights are cached by ``harness.fit_cache`` (key: the backend, its
+training config, the train samples' content and arrays; the seeds are the config's ``seeds``).
 """
 
 from __future__ import annotations
@@ -22,17 +23,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness import fit_cache
 from harness.registry import model
 from harness.tasks.methods.backends.common import (
+    FITS,
     FeatureError,
     TrainProgress,
-    data_hash,
     features_of,
-    fit_key,
-    load_fit,
     method_spec,
     not_fitted,
-    save_fit,
     train_arrays,
     with_usage,
 )
@@ -103,8 +102,16 @@ class BinaryNetModel:
         shape = image_shape_of(train[0]) if self.arch == "icbm" else None
         n_out = int(max(int(y.max()) + 1, max((int(s.metadata.get("n_classes", 0)) for s in train), default=0)))
         cfg = self.config()
-        key = fit_key(f"binnet-{self.act}-{self.arch}", {**asdict(cfg), "v": 1}, data_hash(X, y))
-        state = load_fit("binnet", key) if self.settings.get("cache", True) else None
+        # the networks' seeds are 0..cfg.seeds-1: the count is in the config, the first seed is 0
+        key = fit_cache.fit_key(backend=f"{self.act}:{self.arch}", settings=asdict(cfg),
+                                task_hash=fit_cache.samples_hash(train), train=fit_cache.digest_arrays(X, y), seed=0,
+                                extra={"v": 1, "n_out": n_out, "shape": shape})
+
+        def usable(state: dict[str, Any]) -> dict[str, Any]:
+            return _usable_fit(state, cfg, X.shape[1], n_out, shape)
+
+        state = fit_cache.load(key, kind="binnet", folder=FITS, restore=usable) if self.settings.get(
+            "cache", True) else None
         cached = state is not None
         if state is None:
             from harness.tasks.methods.backends.htaf_core import train_nets
@@ -119,7 +126,7 @@ class BinaryNetModel:
                 states, record = train_nets(cfg, (X - mean) / std, y, n_out, shape, tick=bar.advance)
             state = {"weights": states, "mean": mean, "std": std, "n_out": n_out, "shape": shape,
                      "record": {"method": self.spec, **record}}
-            save_fit("binnet", key, state)
+            fit_cache.save(key, state, kind="binnet", folder=FITS)
         state["record"] = {**state["record"], "cached": cached}
         self.state = {**state, "cfg": cfg}
         return state["record"]
@@ -158,6 +165,27 @@ class BinaryNetModel:
                                 "concepts": fired, "active": len(fired), "active_fraction": active},
                     details={"fit": st["record"]})
         return with_usage(outs, t0)
+
+
+def _usable_fit(state: dict[str, Any], cfg: Any, dim: int, n_out: int, shape: tuple[int, int] | None
+                ) -> dict[str, Any]:
+    """The cached ``state`` if it is a fit of these networks (each seed's weights load into a network
+    of this config); raises (KeyError, ValueError, RuntimeError, ...) otherwise, which is a cache miss."""
+    import numpy as np
+    import torch
+
+    from harness.tasks.methods.backends.htaf_core import build_net
+
+    weights, mean, std = state["weights"], state["mean"], state["std"]
+    if not isinstance(state["record"], dict) or state["n_out"] != n_out:
+        raise ValueError("record or class count")
+    if not all(isinstance(a, np.ndarray) and a.shape == (dim,) for a in (mean, std)):
+        raise ValueError(f"mean and std must be {dim} values")
+    if not isinstance(weights, list) or len(weights) != cfg.seeds:
+        raise ValueError(f"weights of {cfg.seeds} networks expected")
+    for w in weights:
+        build_net(cfg, dim, n_out, shape).load_state_dict({k: torch.as_tensor(v) for k, v in w.items()})
+    return state
 
 
 def _build(act: str, path: str | None, settings: dict[str, Any]) -> BinaryNetModel:

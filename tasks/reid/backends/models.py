@@ -8,23 +8,23 @@ Settings (``-M``): ``steps`` (500), ``lr`` (3e-3), ``batch_p`` (8 identities) an
 per batch, ``width`` (16 channels in the first block), ``dim`` (64), ``margin`` (0.3), ``vaas_weight`` (1),
 ``cvcf_tau`` (0.25), ``seed`` (0), ``threads`` (1), ``cache`` (true). ``prediction`` is the image's
 embedding (list of floats); ``details["fit"]`` the training record (seconds, CVCF removal rates).
-The fitted weights are cached under ``$HARNESS_CACHE_DIR/reid/fits`` by a hash of the settings and the
-training files, as plain data and numpy arrays read back by ``harness.safeload`` (no code runs when a cache
-file is read; one it refuses or cannot read is refitted and replaced).
+The fitted weights are cached by ``harness.fit_cache`` under ``$HARNESS_CACHE_DIR/reid/fits``, keyed on the
+variant, its settings, the train samples with the bytes of every training image and view, the views
+chosen and the seed, as plain data and numpy arrays read back as data only (no code runs when a cache file
+is read; one that is refused, unreadable or not a fit of this network is refitted and replaced).
 """
 
 from __future__ import annotations
 
 import difflib
-import os
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness import fit_cache
 from harness.registry import model
-from harness.safeload import SafeLoadError, dump_pickle, load_pickle
 from harness.types import Output, Request, Sample, Usage, stable_hash
 
 VARIANTS = ("baseline", "vital", "vital-no-cvcf", "vital-no-vaas")
@@ -33,10 +33,7 @@ _FLOAT = ("lr", "margin", "vaas_weight", "cvcf_tau", "weight_decay", "smoothing"
 _OTHER = ("cache",)
 # generation keys the runner may pass to every backend: they change nothing here
 _IGNORED = ("temperature", "max_tokens", "top_p", "stop", "logprobs")
-
-
-def _fit_dir() -> Path:
-    return Path(os.environ.get("HARNESS_CACHE_DIR", Path.home() / ".cache" / "harness")) / "reid" / "fits"
+FITS = "reid/fits"  # harness.fit_cache folder of the reid fits (where they always were)
 
 
 def image_path(messages: Sequence[Any]) -> str | None:
@@ -93,19 +90,23 @@ class ReIDModel:
                 raise ValueError(f"train sample {s.id!r} has no image or identity")
             rows.append({"path": path, "visibility": None, "pid": s.metadata["pid"]})
         record: dict[str, Any] = {"method": self.spec, "real_images": len(rows)}
-        if self.variant != "baseline":
+        tau = float(self.settings.get("cvcf_tau", 0.25)) if self.variant != "baseline" else None
+        if tau is not None:
             if not any(s.metadata.get("lifts") for s in train):
                 raise ValueError("3D-VITAL needs lifted meshes of the training images (the synthetic set renders "
                                  "them; a real dataset has none without a single-view reconstruction model)")
-            tau = float(self.settings.get("cvcf_tau", 0.25))
             views, vrec = select_views(train, self.variant != "vital-no-cvcf", tau)
             rows += views
             record.update(vrec)
         cfg = self.config()
-        key = stable_hash({"v": 1, "variant": self.variant, "cfg": asdict(cfg), "rows": rows})[:24]
-        fit_path = _fit_dir() / f"{key}.pkl"
+        # the images' and views' bytes are in the key: a dataset rebuilt in place refits
+        files = [r[k] for r in rows for k in ("path", "visibility") if r.get(k)]
+        key = fit_cache.fit_key(backend=f"reid:{self.variant}", settings={**asdict(cfg), "cvcf_tau": tau},
+                                task_hash=fit_cache.samples_hash(train, files=files), train=stable_hash(rows),
+                                seed=cfg.seed, extra={"v": 1})
         use_cache = str(self.settings.get("cache", True)).strip().lower() not in ("0", "false", "no")
-        loaded = _load_cached(fit_path) if use_cache else None
+        loaded = fit_cache.load(key, kind=self.variant, folder=FITS, restore=lambda blob: _restore(blob, cfg)
+                                ) if use_cache else None
         cached = loaded is not None
         if loaded is not None:
             state, trec = loaded
@@ -122,7 +123,8 @@ class ReIDModel:
             state, trec = train_net(cfg, images, labels, vis, supervised)
             # weights as numpy arrays: the cache is plain data; atomic, so a concurrent run never reads half
             weights = {k: t.detach().cpu().numpy() for k, t in state["weights"].items()}
-            dump_pickle(fit_path, {"state": {**state, "weights": weights}, "record": trec})
+            fit_cache.save(key, {"state": {**state, "weights": weights}, "record": trec}, kind=self.variant,
+                           folder=FITS)
         self.state = {"state": state, "cfg": cfg}
         return {**record, **trec, "cached": cached}
 
@@ -159,24 +161,24 @@ class ReIDModel:
         return outs
 
 
-def _load_cached(path: Path) -> tuple[dict[str, Any], dict[str, Any]] | None:
-    """(state with torch weights, training record) from a cache file, or None to refit (no file, or one
-    that is unreadable, refused or not laid out as save wrote it)."""
+def _restore(blob: dict[str, Any], cfg: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(state with torch weights, training record) from a cached fit; raises (KeyError, ValueError,
+    RuntimeError, ...) for one that is not a fit of this network, which is a cache miss."""
     import numpy as np
     import torch
 
-    try:
-        blob = load_pickle(path)
-    except (OSError, SafeLoadError):
-        return None
-    state = blob.get("state") if isinstance(blob, dict) else None
-    record = blob.get("record") if isinstance(blob, dict) else None
-    weights = state.get("weights") if isinstance(state, dict) else None
+    from harness.tasks.reid.backends.net import build_net
+
+    state, record = blob["state"], blob["record"]
+    weights = state["weights"]
     if not isinstance(record, dict) or not isinstance(weights, dict) or not all(
-            isinstance(v, np.ndarray) for v in weights.values()):
-        return None
-    assert isinstance(state, dict)  # checked with weights above
-    return {**state, "weights": {k: torch.from_numpy(v) for k, v in weights.items()}}, record
+            isinstance(v, np.ndarray) for v in (*weights.values(), state["mean"], state["std"])):
+        raise ValueError("not a reid fit (record, numpy weights, mean and std)")
+    if weights["cls.weight"].shape != (state["n_classes"], cfg.dim):  # a class count the file's bytes back
+        raise ValueError("the classifier does not match the class count")
+    tensors = {k: torch.from_numpy(v) for k, v in weights.items()}
+    build_net(cfg, int(state["n_classes"])).load_state_dict(tensors)  # the layout this config builds
+    return {**state, "weights": tensors}, record
 
 
 @model("reid", kind="method",
