@@ -295,12 +295,18 @@ def _print_values(name: str, info: dict[str, Any]) -> None:
 
 
 @app.command("models")
-def models_cmd(as_json: JsonOpt = False, as_csv: CsvOpt = False) -> None:
-    """List model backends, operators and aliases."""
+def models_cmd(
+    name: Annotated[str | None, typer.Argument(help="Show this backend's -M settings: types, defaults, meaning")] = None,
+    as_json: JsonOpt = False, as_csv: CsvOpt = False,
+) -> None:
+    """List model backends, operators and aliases, or describe one backend's settings."""
     from harness.cli_tables import Column, emit
     from harness.modelspec import alias_names, load_alias
     from harness.registry import entries
 
+    if name is not None:
+        _describe_model(name, as_json, as_csv)
+        return
     records: list[dict[str, Any]] = [
         {"name": e.name, "kind": "operator" if e.operator else "backend", "description": e.description}
         for e in entries("model")]
@@ -310,6 +316,44 @@ def models_cmd(as_json: JsonOpt = False, as_csv: CsvOpt = False) -> None:
                         "description": str(card.get("description", card.get("spec", "")))})
     emit(records, [Column("name", "name", ident=True), Column("kind", "kind", drop=1),
                    Column("description", "description")], title="models", as_json=as_json, as_csv=as_csv)
+
+
+def _describe_model(name: str, as_json: bool, as_csv: bool) -> None:
+    """A backend's declared -M settings (and the generation keys every backend takes), as a table."""
+    from harness.backend_settings import GENERATION, declared, type_name
+    from harness.cli_tables import Column, emit
+    from harness.errors import UserError
+    from harness.modelspec import load_alias, parse_spec
+    from harness.registry import lookup
+
+    backend = name.split(":", 1)[0]
+    card = load_alias(name) if ":" not in name else None
+    if card is not None:  # an alias: its backend's settings, after the card's own
+        backend = parse_spec(str(card.get("spec") or (card.get("variants") or [{}])[0].get("spec", ""))).name
+    try:
+        entry = lookup("model", backend)
+    except UserError as exc:
+        fail(str(exc))
+    rows = [{"setting": key, "type": type_name(s.type), "default": s.default, "meaning": s.doc,
+             "scope": "backend"} for key, s in sorted(declared(entry.settings).items())]
+    rows += [{"setting": key, "type": type_name(s.type), "default": s.default, "meaning": s.doc,
+              "scope": "generation (every backend)"} for key, s in GENERATION.items()]
+    info = {"name": entry.name, "description": entry.description, "kind": entry.model_kind,
+            "operator": entry.operator, "strict": entry.strict, "settings": rows,
+            "alias_settings": dict(card.get("settings") or {}) if card else {}}
+    columns = [Column("setting", "setting", ident=True), Column("type", "type"),
+               Column("default", "default", show=lambda r: repr(r["default"])), Column("meaning", "meaning"),
+               Column("scope", "scope", drop=1)]
+    if as_json or as_csv:
+        emit(rows, columns, as_json=as_json, as_csv=as_csv, json_value=info)
+        return
+    head = [f"{entry.name}: {entry.description}", f"kind: {entry.model_kind}" + (" (operator)" if entry.operator else "")]
+    if card is not None:
+        head.append(f"alias {name} -> {card.get('spec') or 'variants by modality'}; its settings: "
+                    f"{dict(card.get('settings') or {}) or 'none'}")
+    head.append("-M keys: " + ("only these" if entry.strict else "these, and any other the backend passes on"))
+    typer.echo("\n".join(head))
+    emit(rows, columns, title=f"{entry.name} settings")
 
 
 def _ci(low: float | None, high: float | None) -> str:

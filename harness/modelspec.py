@@ -20,15 +20,18 @@ The first variant whose modalities cover the task's is taken.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.errors import UserError
 from harness.options import check_bounds, split_top
 from harness.options import parse_value as _parse_value
 from harness.registry import UnknownNameError, lookup
 from harness.resources import package_data
+
+if TYPE_CHECKING:
+    from harness.backend_settings import Setting
 
 # The installed package's cards (harness/models/aliases), wherever the wheel was installed.
 ALIAS_DIR = package_data("harness.models", "aliases")
@@ -120,8 +123,7 @@ def build_model(
         if not entry.operator and not node.args:
             # `backend(key=value, ...)`: the backend with those settings, e.g.
             # longshot-agent(controller=openai:m, vision=openai:v)
-            merged = {**settings, **node.params}
-            check_settings(entry, merged)
+            merged = check_settings(entry, {**settings, **node.params})
             return entry.factory(None, **merged)
         if not entry.operator:
             raise ModelSpecError(f"{node.name!r} is a backend, not an operator; write {node.name}:PATH")
@@ -149,37 +151,30 @@ def build_model(
             ) from None
         if entry.operator:
             raise ModelSpecError(f"operator {node.name!r} needs models: {node.name}(MODEL, ...)")
-        check_settings(entry, settings)
-        return entry.factory(None, **settings)
+        return entry.factory(None, **check_settings(entry, settings))
     entry = lookup("model", node.name)
-    check_settings(entry, settings)
-    return entry.factory(node.path, **settings)
+    return entry.factory(node.path, **check_settings(entry, settings))
 
 
-def validate_settings(backend: str, settings: dict[str, Any], known: Iterable[str], *, strict: bool = True) -> None:
-    """Refuse ``-M`` keys a backend cannot mean, naming the closest known one. Generation keys are
-    always known (the model client applies them). ``strict``: every other key is refused; otherwise
-    only a near miss of a known key (``temprature`` for ``temperature``), which would be passed on
-    and silently ignored. Backends with settings that depend on their path call this themselves."""
-    import difflib
+def validate_settings(backend: str, settings: dict[str, Any],
+                      known: Mapping[str, Setting] | Iterable[str], *, strict: bool = True) -> dict[str, Any]:
+    """``-M`` settings checked against a declaration (:func:`harness.backend_settings.check`): an
+    unknown key is refused naming the closest known ones (``strict``: every unknown key; otherwise
+    only a near miss such as ``temprature``, which would be passed on and silently ignored), a value
+    of the wrong type or range in one line; returns the coerced values. Generation keys are always
+    known. Backends whose settings depend on their path call this themselves."""
+    from harness.backend_settings import SettingError, check, declared
 
-    from harness.client import GENERATION_KEYS
-
-    names = sorted(set(GENERATION_KEYS) | set(known))
-    for key in settings:
-        if key in names:
-            continue
-        # 0.9 for open-ended backends: "temprature" and "base_ur" are caught, "seeds" or "top_k" (real
-        # keys of some backends) are not
-        close = difflib.get_close_matches(key, names, n=1, cutoff=0.6 if strict else 0.9)
-        if strict or close:
-            hint = f"; did you mean {close[0]!r}?" if close else f" (known: {', '.join(names)})"
-            raise ModelSpecError(f"{backend}: unknown setting {key!r}{hint}")
+    try:
+        return check(backend, declared(known), settings, strict=strict)
+    except SettingError as exc:
+        raise ModelSpecError(str(exc)) from None
 
 
-def check_settings(entry: Any, settings: dict[str, Any]) -> None:
-    """The registry's check before a factory runs: the settings the backend declared to ``@model``."""
-    validate_settings(entry.name, settings, entry.settings, strict=entry.strict)
+def check_settings(entry: Any, settings: dict[str, Any]) -> dict[str, Any]:
+    """The registry's check before a factory runs: the settings the backend declared to ``@model``,
+    coerced to their declared types."""
+    return validate_settings(entry.name, settings, entry.settings, strict=entry.strict)
 
 
 def alias_settings(spec: str, modalities: set[str]) -> dict[str, Any]:

@@ -16,11 +16,12 @@ import functools
 import importlib
 import inspect
 import pkgutil
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from typing import Any, Literal
 
+from harness.backend_settings import Setting, declared
 from harness.errors import UserError
 
 Kind = Literal["task", "model"]
@@ -41,9 +42,9 @@ class Entry:
     kind: Kind
     family: str = ""
     operator: bool = False  # model combinators take other models as positional arguments
-    # a backend's declared -M settings (besides the generation keys every backend takes); strict:
-    # nothing else is accepted. Undeclared: only near-misses of known keys are refused.
-    settings: frozenset[str] = frozenset()
+    # a backend's declared -M settings (besides the generation keys every backend takes), typed
+    # (harness.backend_settings); strict: nothing else is accepted. Else only near-misses are refused.
+    settings: Mapping[str, Setting] = field(default_factory=dict)
     strict: bool = False
     model_kind: ModelKind = "llm"  # models only: see MODEL_KINDS
     # tasks only: a *parametric* task answers every name ``NAME:VALUE``, its factory getting VALUE as
@@ -95,19 +96,21 @@ def task(name: str, *, description: str = "", family: str = "", argument: str = 
     return wrap
 
 
-def model(name: str, *, description: str = "", operator: bool = False, settings: Iterable[str] = (),
-          strict: bool = False, kind: str = "llm") -> Callable[[Any], Any]:
+def model(name: str, *, description: str = "", operator: bool = False,
+          settings: Mapping[str, Setting] | Iterable[str] = (), strict: bool = False,
+          kind: str = "llm") -> Callable[[Any], Any]:
     """Register a model backend factory ``f(path, **settings) -> Model`` (or an operator
     ``f(*models, **params) -> Model`` with ``operator=True``). ``settings`` declares the backend's
-    ``-M`` keys; with ``strict=True`` any other key is refused before the factory runs, naming the
-    closest known key. Either way a key one typo away from a known one (``temprature``) is refused.
+    ``-M`` keys (``{name: Setting(type, default, doc)}``, see :mod:`harness.backend_settings`; names
+    alone are untyped): values are checked and coerced before the factory runs, and with
+    ``strict=True`` any other key is refused, naming the closest known keys. Either way a key one typo away from a known one (``temprature``) is refused.
     ``kind`` is one of :data:`MODEL_KINDS` (an operator's is the one its models share, see
     :func:`spec_kind`); anything else is refused here, at import, not on a leaderboard later."""
     model_kind = check_kind(kind, f"@model({name!r})")
 
     def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
         desc = description or _first_line(fn.__doc__)
-        _REGISTRY["model"][name] = Entry(name, fn, desc, "model", operator=operator, settings=frozenset(settings),
+        _REGISTRY["model"][name] = Entry(name, fn, desc, "model", operator=operator, settings=declared(settings),
                                          strict=strict, model_kind=model_kind)
         return fn
 

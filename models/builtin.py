@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness.backend_settings import Setting
 from harness.registry import model
 from harness.types import Output, Request, Usage
 
@@ -56,29 +57,23 @@ class BuiltinModel:
 
 
 KINDS = ("echo", "constant", "number")
-SETTINGS = ("text", "batch_size", "concurrency", "cacheable", "delay")
 MAX_DELAY_S = 3600.0
+SETTINGS = {
+    "text": Setting(str, "", "builtin:constant's reply"),
+    "batch_size": Setting(int, 1024, "requests per call (>= 1)"),
+    "concurrency": Setting(int, 1, "calls in flight (>= 1)"),
+    "cacheable": Setting(bool, False, "keep replies in the response cache"),
+    "delay": Setting(float, 0.0, "seconds each call waits (a slow model for tests)",
+                     expect=f"between 0 and {MAX_DELAY_S:g} seconds"),
+}
 
 
 def _validated(settings: dict[str, Any]) -> dict[str, Any]:
-    """Unknown keys are refused with the closest known one (``temprature`` -> ``temperature``)."""
-    import difflib
+    """The settings with their defaults (the registry checked their names and types), the delay's range."""
+    from harness.modelspec import ModelSpecError, validate_settings
 
-    from harness.client import GENERATION_KEYS
-    from harness.modelspec import ModelSpecError
-
-    known = sorted({*SETTINGS, *GENERATION_KEYS})
-    for key in settings:
-        if key not in known:
-            close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
-            hint = f"; did you mean {close[0]!r}?" if close else f" (known: {', '.join(known)})"
-            raise ModelSpecError(f"builtin: unknown setting {key!r}{hint}")
-    try:
-        values = {"batch_size": int(settings.get("batch_size", 1024)),
-                  "concurrency": int(settings.get("concurrency", 1)),
-                  "cacheable": bool(settings.get("cacheable", False)), "delay": float(settings.get("delay", 0.0))}
-    except (TypeError, ValueError) as exc:
-        raise ModelSpecError(f"builtin: bad setting value ({exc})") from None
+    settings = validate_settings("builtin", settings, SETTINGS)  # a factory called directly checks too
+    values = {k: settings.get(k, SETTINGS[k].default) for k in ("batch_size", "concurrency", "cacheable", "delay")}
     if not 0.0 <= values["delay"] <= MAX_DELAY_S:  # NaN fails too; 1e30 s would hang the run
         raise ModelSpecError(f"builtin: delay must be between 0 and {MAX_DELAY_S:g} seconds, got {values['delay']!r}")
     return values

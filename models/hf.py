@@ -32,8 +32,11 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
+from pydantic import Field
+
+from harness.backend_settings import NonNegativeInt, PositiveInt, Setting
 from harness.modelspec import ModelSpecError
 from harness.registry import model
 from harness.types import REQUEST_KINDS, SCORING_KINDS, GenerationConfig, Message, Output, Request, Usage
@@ -41,9 +44,28 @@ from harness.types import REQUEST_KINDS, SCORING_KINDS, GenerationConfig, Messag
 from .hf_embedded import EMBEDDED, ensure_converted
 
 GENERATION_SETTINGS = ("max_tokens", "temperature", "top_p", "seed", "stop", "logprobs")
-EXTRA_GENERATION_SETTINGS = ("top_k", "top_logprobs", "repetition_penalty")
-LOAD_SETTINGS = ("dtype", "device", "batch_size", "threads", "gguf_file", "revision", "trust_remote_code",
-                 "attn_implementation", "concurrency", "max_length")
+# the -M keys besides GenerationConfig's: request-level extras, then what loading takes
+EXTRA_SETTINGS = {
+    "top_k": Setting(NonNegativeInt, 0, "sample from the k most likely tokens (0: all)"),
+    "top_logprobs": Setting(NonNegativeInt, 0, "alternatives per token with logprobs=true"),
+    "repetition_penalty": Setting(Annotated[float, Field(gt=0)], 1.0, "transformers' repetition penalty"),
+}
+LOAD = {
+    "dtype": Setting(str, "auto", "auto, float32, bfloat16 or float16 (auto: float32 on CPU, bfloat16 where "
+                                  "the GPU has it)"),
+    "device": Setting(str, "auto", "auto, cpu, cuda or cuda:N"),
+    "batch_size": Setting(PositiveInt, 16, "requests per generate call (32 on a GPU)"),
+    "threads": Setting(PositiveInt | None, None, "CPU threads (default: OMP_NUM_THREADS)"),
+    "gguf_file": Setting(str | None, None, "a GGUF file in the model folder"),
+    "revision": Setting(str | None, None, "hub revision"),
+    "trust_remote_code": Setting(bool, False, "run the model repository's own code"),
+    "attn_implementation": Setting(str | None, None, "transformers' attention implementation"),
+    "concurrency": Setting(PositiveInt, 1, "generate calls in flight"),
+    "max_length": Setting(PositiveInt | None, None, "context length for scoring and raw completions "
+                                                    "(default: the model config's)"),
+}
+EXTRA_GENERATION_SETTINGS = tuple(EXTRA_SETTINGS)
+LOAD_SETTINGS = tuple(LOAD)
 # settings that change replies go into the spec string, hence into the response-cache key
 SPEC_SETTINGS = ("dtype", "gguf_file", "revision", "max_length", *GENERATION_SETTINGS, *EXTRA_GENERATION_SETTINGS)
 
@@ -504,7 +526,7 @@ def _modalities(config: Any, processor: Any) -> frozenset[str]:
 
 
 @model("hf", description="transformers on CPU/GPU: hf:DIR, hf:HUB_ID or hf:smollm2-135m-instruct (chat template, "
-                         "batched, logprobs)", settings=(*LOAD_SETTINGS, *EXTRA_GENERATION_SETTINGS), strict=True)
+                         "batched, logprobs)", settings={**LOAD, **EXTRA_SETTINGS}, strict=True)
 def hf(path: str | None, **settings: Any) -> HFModel:
     if not path:
         raise ModelSpecError("hf needs a model: hf:DIR, hf:ORG/NAME or hf:smollm2-135m-instruct")

@@ -52,13 +52,28 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from harness.backend_settings import Setting
 from harness.modelspec import ModelSpecError
 from harness.registry import model
 from harness.types import REQUEST_KINDS, SCORING_KINDS, GenerationConfig, Message, Output, Request, Usage
 
 GENERATION_SETTINGS = ("max_tokens", "temperature", "top_p", "seed", "stop", "logprobs")
-EXTRA_GENERATION_SETTINGS = ("top_k", "top_logprobs")
-LOAD_SETTINGS = ("n_ctx", "max_length", "threads", "concurrency", "batch_size", "n_batch", "chat_template")
+# the -M keys besides GenerationConfig's (integers are range-checked where they are read)
+EXTRA_SETTINGS = {
+    "top_k": Setting(int, 0, "sample from the k most likely tokens (0: all)"),
+    "top_logprobs": Setting(int, 0, "alternatives per token with logprobs=true"),
+}
+LOAD = {
+    "n_ctx": Setting(int, 4096, "context length of each llama.cpp context (>= 16)"),
+    "max_length": Setting(int | None, None, "context length for scoring and raw completions (default: n_ctx)"),
+    "threads": Setting(int | None, None, "threads per context (default: llama.cpp's)"),
+    "concurrency": Setting(int, 1, "llama.cpp contexts answering in parallel"),
+    "batch_size": Setting(int | None, None, "requests per call (default: 2 x concurrency, at least 4)"),
+    "n_batch": Setting(int, 512, "llama.cpp's prompt batch"),
+    "chat_template": Setting(str | None, None, "a Jinja chat template, or 'plain' (default: the GGUF's)"),
+}
+EXTRA_GENERATION_SETTINGS = tuple(EXTRA_SETTINGS)
+LOAD_SETTINGS = tuple(LOAD)
 # what changes replies goes into the spec string, hence into the response-cache key; n_ctx is the
 # default max_length, which decides how a long completion prompt or rolling text is cut
 SPEC_SETTINGS = ("chat_template", "n_ctx", "max_length", *GENERATION_SETTINGS, *EXTRA_GENERATION_SETTINGS)
@@ -593,7 +608,7 @@ def _close_at_exit(ref: weakref.ref[LlamaCppModel]) -> None:
 @model("llamacpp", description="llama.cpp on CPU: llamacpp:FILE.gguf or an embedded model "
                                "(llamacpp:smollm2-135m-instruct, llamacpp:gemma3-270m); parallel contexts, logprobs, "
                                "completion and loglikelihood requests",
-       settings=(*LOAD_SETTINGS, *EXTRA_GENERATION_SETTINGS), strict=True)
+       settings={**LOAD, **EXTRA_SETTINGS}, strict=True)
 def llamacpp(path: str | None, **settings: Any) -> LlamaCppModel:
     if not path:
         raise LlamaCppError("llamacpp needs a model: llamacpp:FILE.gguf or llamacpp:smollm2-135m-instruct")
