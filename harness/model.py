@@ -60,8 +60,10 @@ def kind_refusal(model: Any, kind: str) -> str | None:
             "loglikelihood_rolling": "rolling loglikelihood requests (the log-probability of whole texts)",
             "completion": "raw-text completion requests (no chat template)"}.get(kind, f"{kind} requests")
     hint = (" Scoring needs a backend that reads the model's log-probabilities of given text: hf:, llamacpp:,"
-            " vllm:, or openai: with endpoint=completions on a server that echoes prompt logprobs."
-            if kind.startswith("loglikelihood") else "")
+            " vllm:, or openai: with -M endpoint=completions (a server that echoes prompt logprobs, e.g. vLLM)."
+            if kind.startswith("loglikelihood") else
+            " Raw completions need hf:, llamacpp:, vllm:, or openai: with -M endpoint=completions."
+            if kind == "completion" else "")
     return f"{spec} cannot answer {what}; it answers {', '.join(sorted(kinds))}.{hint}"
 
 
