@@ -79,9 +79,11 @@ def _key(metric: str, filter_name: str) -> str:
 @pytest.fixture(scope="module")
 def runs(smol_dir, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("lmeval-parity")
-    tasks = ["harness_parity_mc", "harness_parity_gen", "harness_parity_rolling", "harness_parity_mmlu_redux"]
+    tasks = ["harness_parity_mc", "harness_parity_gen", "harness_parity_rolling", "harness_parity_mmlu_redux",
+             "harness_parity_loglik"]
     # a short context (max_length 48) cuts the rolling task's longer texts into several windows
-    scoring = _reference(smol_dir, ["harness_parity_mc", "harness_parity_mmlu_redux"], tmp / "ref.json", 16)
+    scoring = _reference(smol_dir, ["harness_parity_mc", "harness_parity_mmlu_redux", "harness_parity_loglik"],
+                         tmp / "ref.json", 16)
     generation = _reference(smol_dir, ["harness_parity_gen"], tmp / "ref-gen.json", 1)
     ref = {"samples": {**scoring["samples"], **generation["samples"]},
            "results": {**scoring["results"], **generation["results"]}}
@@ -143,6 +145,22 @@ def test_generate_until_equals_lm_eval_per_sample(runs):
     for filt in ("raw", "number"):
         assert metrics[f"exact_match_{filt}"]["value"] == pytest.approx(results[f"exact_match,{filt}"], abs=1e-12)
     assert metrics["exact_match_number"]["value"] > 0  # the test is not vacuous: some answers are right
+
+
+def test_loglikelihood_task_equals_lm_eval(runs):
+    ref, _, mine, _ = runs
+    samples, metrics = mine["harness_parity_loglik"]
+    per_doc = _per_doc(ref, "harness_parity_loglik")
+    assert set(per_doc) == set(samples) and len(samples) == 8
+    for doc_id, (entry,) in per_doc.items():
+        (logprob, greedy, _n), = samples[doc_id]["prediction"]["loglikelihoods"]
+        (((ref_logprob, ref_greedy),),) = entry["resps"]  # one instance, one repeat
+        assert abs(logprob - float(ref_logprob)) < TOL and greedy == (ref_greedy in (True, "True")), doc_id
+        assert samples[doc_id]["scores"]["acc"] == entry["acc"]
+    results = ref["results"]["harness_parity_loglik"]
+    assert metrics["acc"]["value"] == pytest.approx(results["acc,none"], abs=1e-12)
+    assert math.isclose(metrics["perplexity"]["value"], results["perplexity,none"], rel_tol=1e-5)
+    assert 0 < metrics["acc"]["value"] < 1  # some words are the greedy continuation, some are not
 
 
 def test_rolling_loglikelihood_equals_lm_eval(runs):
