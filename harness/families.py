@@ -9,14 +9,17 @@ from __future__ import annotations
 
 import importlib
 import logging
+import re
 from collections.abc import Callable, Iterator
 from functools import cache
 from importlib.metadata import entry_points
 from typing import Any
 
-from harness.family import Family
+from harness.family import Family, LiveKind
 
 GROUP = "harness.families"
+CHAT = "chat"  # the live arena's own kind: any pool model answering as text
+_KIND_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,39}")  # a live kind's name is a form value and a task name
 log = logging.getLogger(__name__)
 
 
@@ -109,3 +112,39 @@ def redact_row(row: dict[str, Any]) -> dict[str, Any]:
     for view in public_views():
         row = view.redact_row(row)
     return row
+
+
+# ---------------------------------------------------------------- the arena's view of a family
+
+
+def arena_display(name: str) -> str | None:
+    """How a person judges the tasks of the family ``name`` in the arena (its manifest's
+    ``arena_display``); None for no such family or none declared."""
+    fam = family(name)
+    return fam.arena_display if fam is not None else None
+
+
+def arena_category(name: str) -> str | None:
+    """The ``kind`` category the family ``name`` gives its arena battles; None when it declares none."""
+    fam = family(name)
+    return fam.arena_category if fam is not None else None
+
+
+@cache
+def live_kinds() -> dict[str, tuple[Family, LiveKind]]:
+    """Every live-arena kind a family adds, by name, with the family that adds it. ``chat`` is the
+    arena's own; a name that is taken, or not a short lower-case word, is logged and left out (it
+    is a form value, a CLI option and part of a stored task name)."""
+    out: dict[str, tuple[Family, LiveKind]] = {}
+    for fam in families().values():
+        for kind in fam.live:
+            if kind.name == CHAT or kind.name in out or not _KIND_NAME.fullmatch(kind.name):
+                log.warning("family %s: live kind %r left out (taken, or not [a-z0-9_-]+)", fam.name, kind.name)
+                continue
+            out[kind.name] = (fam, kind)
+    return out
+
+
+def live_kind(name: str) -> LiveKind | None:
+    found = live_kinds().get(name)
+    return found[1] if found is not None else None

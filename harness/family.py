@@ -20,7 +20,13 @@ stays fast however many families are installed:
   (generated data a demo or a newcomer can evaluate on without downloads) into an empty folder;
 - ``demo``: the family's runs in ``harness demo`` (:class:`DemoRun`: task, model, options, settings,
   size, needs); ``{fixture}`` in an option value is the folder ``fixture`` wrote;
-- ``docs``: the family's README, relative to its package.
+- ``docs``: the family's README, relative to its package;
+- ``arena_display``: how a person judges the family's tasks in the arena (``"text"``, ``"image"``,
+  ``"render"``, ``"video+audio"``, or ``"none"``: never served); None: told from a task's modalities;
+- ``arena_category``: the ``kind`` category of every arena battle on the family's tasks (``"3d"``);
+  None: told from the prompt;
+- ``live``: the live-arena kinds the family adds besides ``chat`` (:class:`LiveKind`: its name, the
+  page's label, the ``"module:function"`` renderer its replies go through).
 
 The core and the leaderboard reach a family only through these strings (see
 :mod:`harness.families`); they never import ``harness.tasks.<family>`` by name.
@@ -32,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 DemoSize = Literal["small", "full"]
+ArenaDisplay = Literal["text", "image", "render", "video+audio", "none"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +73,29 @@ class DemoRun:
 
 
 @dataclass(frozen=True, slots=True)
+class LiveKind:
+    """A kind of live arena battle a family adds (``harness arena pool add SPEC --kind NAME``):
+    pool models of this kind answer the voter's prompt, and each reply goes through ``renderer``.
+
+    ``renderer``: ``"module:function"`` ``make(workers: int) -> render``, where ``async render(reply,
+    out_dir) -> {"status": "OK" | ..., "renders": [paths], "error": str}`` (built once per server;
+    ``workers`` is ``ArenaConfig.live_render_workers``); None: the replies are shown as text.
+    ``render_timeout_s``: how long both sides' renders of one turn may take. ``category``: the
+    battles' ``kind`` category (leaderboard/arena/categories.py). Battles are stored under the task
+    ``<name>-live``."""
+
+    name: str
+    label: str
+    renderer: str | None = None
+    render_timeout_s: float = 0.0
+    category: str | None = None
+
+    @property
+    def task(self) -> str:
+        return f"{self.name}-live"
+
+
+@dataclass(frozen=True, slots=True)
 class Family:
     name: str
     title: str = ""
@@ -80,6 +110,9 @@ class Family:
     demo: tuple[DemoRun, ...] = ()  # the family's runs in `harness demo`
     docs: str = "README.md"
     package: str = ""  # the family's package (for docs and data); default: the manifest's package
+    arena_display: ArenaDisplay | None = None  # how a person judges its tasks in the arena
+    arena_category: str | None = None  # the "kind" category of its arena battles ("3d")
+    live: tuple[LiveKind, ...] = ()  # live-arena kinds besides "chat"
 
     @property
     def command(self) -> str:

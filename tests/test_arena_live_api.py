@@ -14,9 +14,9 @@ from sqlalchemy import func, select
 from harness.leaderboard.arena import create_arena_app, pool
 from harness.leaderboard.arena.config import ArenaConfig
 from harness.leaderboard.arena.demo import png_bytes
-from harness.leaderboard.arena.render3d import uniform_code
 from harness.store.schema_arena import ArenaBattleRow, ArenaVoteRow
 from harness.store.schema_arena_live import ArenaChatRow
+from harness.tasks.code3d.arena import uniform_code
 
 GOOD = "import bpy\nbpy.ops.mesh.primitive_cube_add(size=1)\n"
 BAD = "import bpy\nraise RuntimeError('no chair today')\n"

@@ -6,14 +6,12 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
 from requirements import needs
 
-from harness.leaderboard.arena.config import ArenaConfig
-from harness.leaderboard.arena.render3d import renderer_for
+from harness.tasks.code3d.arena import render_with
 
 try:
     from harness.tasks.code3d.executor import BlenderPool, BpyUnavailable, RenderOptions, bpy_python
@@ -43,8 +41,7 @@ BROKEN = "import bpy\nbpy.ops.mesh.no_such_operator()\n"
 def render():  # type: ignore[no-untyped-def]
     pool = BlenderPool(size=1, render=RenderOptions(size=48, samples=2), exec_timeout_s=10, memory_mb=3072,
                        points=1024)
-    app = SimpleNamespace(state=SimpleNamespace(arena_blender_pool=pool))
-    yield renderer_for(app, ArenaConfig())
+    yield render_with(pool)
     pool.close()
 
 

@@ -139,7 +139,9 @@ def pool_add_cmd(
     specs: Annotated[list[str], typer.Argument(help="Model specs (any backend: openai:M, vllm:PATH, hf:ID, ...)")],
     settings: Annotated[list[str] | None, typer.Option("-M", help="key=value model settings, for every spec")] = None,
     name: Annotated[str | None, typer.Option("--name", help="Label votes use (one spec; default the spec)")] = None,
-    kind: Annotated[list[str] | None, typer.Option("--kind", help="chat (default) and/or code3d")] = None,
+    kind: Annotated[list[str] | None, typer.Option(
+        "--kind", help="chat (default) and/or a live kind a family adds (an unknown kind is refused, naming them)")
+    ] = None,
     probe_timeout: Annotated[float, typer.Option(
         "--probe-timeout", help="Seconds the probe request may take, retries included")] = 15.0,
     no_probe: Annotated[bool, typer.Option(
@@ -159,9 +161,10 @@ def pool_add_cmd(
         fail(f"--probe-timeout must be in (0, 600] seconds, not {probe_timeout:g}")
     kv = parse_kv(settings, "-M")
     kinds = tuple(kind or ["chat"])
-    bad = [k for k in kinds if k not in pool.KINDS]
+    known = pool.known_kinds()
+    bad = [k for k in kinds if k not in known]
     if bad:
-        fail(f"unknown kind {bad[0]!r} (one of {', '.join(pool.KINDS)})")
+        fail(f"unknown kind {bad[0]!r} (one of {', '.join(known)})")
     probes: dict[str, pool.Probe | None] = {}
     for spec in specs:  # every spec checked before any is added: a refused command changes nothing
         try:
@@ -198,7 +201,7 @@ def pool_list_cmd(db: DbOpt = None) -> None:
     from harness.leaderboard.arena import pool
 
     with _sessions(db)() as s:
-        rows = pool.members(s, "chat") + [r for r in pool.members(s, "code3d") if "chat" not in r.kinds]
+        rows = pool.every_member(s)
         health = {h["label"]: h for h in pool.health(s, datetime.now(UTC).replace(tzinfo=None))}
         for r in rows:
             extra = f" -M {' -M '.join(f'{k}={v}' for k, v in r.settings.items())}" if r.settings else ""

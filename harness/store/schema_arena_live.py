@@ -30,7 +30,7 @@ class ArenaPoolRow(Base):
     label: Mapped[str] = mapped_column(String(500), unique=True)  # what votes name it by
     spec: Mapped[str] = mapped_column(String(500))
     settings: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
-    kinds: Mapped[list[Any]] = mapped_column(JSON, default=list)  # "chat", "code3d"
+    kinds: Mapped[list[Any]] = mapped_column(JSON, default=list)  # "chat" and live kinds families add
     enabled: Mapped[bool] = mapped_column(Boolean, default=True)
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
     probed_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)

@@ -13,6 +13,8 @@ import unicodedata
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from harness import families
+
 KEYS = ("family", "language", "length", "kind")
 LENGTHS = ((280, "short"), (1500, "medium"))  # characters of the prompt; longer: "long"
 KINDS = ("text", "code", "3d")
@@ -67,10 +69,14 @@ def length(text: str) -> str:
 
 
 def kind(text: str, family: str = "", declared: str | None = None) -> str:
-    """``3d`` for Blender/3D tasks, ``code`` for programming prompts, else ``text``."""
+    """``3d`` for Blender/3D tasks, ``code`` for programming prompts, else ``text``. A declared kind
+    wins, then the one the task's family declares (its manifest's ``arena_category``)."""
     if declared in KINDS:
         return str(declared)
-    if family in ("code3d",) or (_3D.search(text) and _CODE.search(text)):
+    of_family = families.arena_category(family) if family else None
+    if of_family in KINDS:
+        return str(of_family)
+    if _3D.search(text) and _CODE.search(text):
         return "3d"
     return "code" if _CODE.search(text) else "text"
 

@@ -36,7 +36,7 @@ class ArenaConfig:
     # what a task shows in the arena, overriding leaderboard/arena/suitability.py: task name ->
     # "text", "image", "render", "video+audio" or "none" (never served)
     task_display: dict[str, str] = field(default_factory=dict)
-    code3d_pool_size: int = 1  # Blender workers for live code3d battles
+    live_render_workers: int = 1  # workers of each live kind's renderer (a family's Blender pool, say)
     live_media_dir: str | None = None  # prompt images and live renders (default: a folder in the temp dir)
     stats_ttl_s: float = 10.0  # how long candidate runs and pair statistics are cached
     min_votes: int = 20  # a model is listed on the ratings page after this many votes
@@ -69,7 +69,7 @@ def config_from_app(app: Any) -> ArenaConfig:
 def media_roots(app: Any, cfg: ArenaConfig) -> list[Path]:
     """Where artifact files may be served from: the arena's own roots, the leaderboard's
     ``app.state.media_roots``, $HARNESS_MEDIA_ROOT / $HARNESS_ARTIFACTS_DIR, and the folder tasks
-    write artifacts to ($HARNESS_ARTIFACTS, default ./artifacts, as tasks/code3d does) if it exists.
+    write artifacts to ($HARNESS_ARTIFACTS, default ./artifacts, where the 3D families write renders) if it exists.
     Only files a battle row recorded are ever served from them."""
     roots = list(cfg.media_roots) + [Path(p) for p in getattr(app.state, "media_roots", None) or []]
     for var in ("HARNESS_MEDIA_ROOT", "HARNESS_ARTIFACTS_DIR"):

@@ -23,6 +23,7 @@ from typing import Any
 from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session
 
+from harness import families
 from harness.store.schema_arena import ArenaBattleRow
 from harness.store.schema_arena_live import ArenaFailureRow
 
@@ -31,7 +32,12 @@ from . import categories
 FAILED_REPLY = ("a model's reply failed: this battle cannot be voted on (regenerate the failed reply or start a "
                 "new pair)")
 FAILED_OUTPUT = "a model's stored output failed: this battle cannot be voted on (skip to a new pair)"
-LIVE_TASKS = ("chat", "code3d-live")  # live.CHAT_TASK, live.CODE3D_TASK (live imports this module)
+
+
+def live_tasks() -> tuple[str, ...]:
+    """The tasks live battles are stored under: live.CHAT_TASK and each family kind's (live.task_of;
+    live imports this module)."""
+    return (families.CHAT, *(kind.task for _, kind in families.live_kinds().values()))
 
 
 def answered(error: str | None, output: str | None, prediction: Any) -> bool:
@@ -96,8 +102,8 @@ def tally(session: Session, task: str | None, category: str | None, now: datetim
     from .keys import or_label
 
     filters = categories.parse_filter(category)
-    tasks = [task] if task else list(LIVE_TASKS)
-    if task and task not in LIVE_TASKS:
+    tasks = [task] if task else list(live_tasks())
+    if task and task not in tasks:
         return {}
     out: dict[str, Tally] = {}
     b = ArenaBattleRow

@@ -1,14 +1,15 @@
 """Live battles: the voter's own prompt, two anonymous pool models streaming their replies.
 
-A live battle is an ``arena_battles`` row (task :data:`CHAT_TASK` or :data:`CODE3D_TASK`, sample id =
-the battle's random public id, no stored results) plus an ``arena_chats`` row holding every turn.
-So the vote uses the same signed single-use token, limits and vote table as stored battles. Each turn
-streams as server-sent events whose payloads never carry a model name, spec or backend error text:
+A live battle is an ``arena_battles`` row (task :data:`CHAT_TASK`, or ``<kind>-live`` for a kind a
+family adds, see :func:`task_of`; sample id = the battle's random public id, no stored results) plus
+an ``arena_chats`` row holding every turn. So the vote uses the same signed single-use token, limits
+and vote table as stored battles. Each turn streams as server-sent events whose payloads never carry
+a model name, spec or backend error text:
 
     {"type": "battle", "battle": ID, "token": T, "max_turns": N}      first event of a new battle
     {"type": "delta", "side": "a"|"b", "text": "..."}                  as the tokens come
     {"type": "done", "side": "a"|"b", "failed": bool}                   a side has finished
-    {"type": "render", "side": ..., "status": "OK"|..., "images": [URL]} code3d: the side's renders
+    {"type": "render", "side": ..., "status": "OK"|..., "images": [URL]} a rendered kind: the side's renders
     {"type": "end", "turn": n, "can_continue": bool}                    the turn is stored
 
 A turn runs as a task of its own, not as part of the request: a voter who closes the page mid-turn
@@ -50,6 +51,7 @@ from typing import Any
 from sqlalchemy import Connection, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
+from harness import families
 from harness.ratings_style import style_features
 from harness.sanitize import clean
 from harness.store.schema_arena import ArenaBattleRow
@@ -66,12 +68,10 @@ from .votes import VoteRefused
 log = logging.getLogger(__name__)
 
 CHAT_TASK = "chat"
-CODE3D_TASK = "code3d-live"
 SIDES = ("a", "b")
 IMAGE_TYPES = {b"\x89PNG\r\n\x1a\n": ("png", "image/png"), b"\xff\xd8\xff": ("jpg", "image/jpeg")}
 CHARS_PER_TOKEN = 16  # a reply is cut at this many characters per allowed token: no tokenizer's tokens are longer
 MIN_REPLY_CHARS = 4000
-RENDER_TIMEOUT_S = 900.0  # both sides' renders of a code3d turn (the Blender pool queues jobs)
 STORE_MARGIN_S = 60.0  # between a turn's own time limit and its deadline: time to store it
 LIVE_MEDIA_GRACE_S = 600.0  # live media are kept this long past their battle's vote deadline
 SWEEP_EVERY_S = 60.0
@@ -86,10 +86,18 @@ def reply_cap(cfg: ArenaConfig) -> int:
     return max(MIN_REPLY_CHARS, cfg.live_max_tokens * CHARS_PER_TOKEN)
 
 
+def task_of(kind: str) -> str:
+    """The task a live battle of ``kind`` is stored (and rated) under."""
+    live = families.live_kind(kind)
+    return live.task if live is not None else CHAT_TASK
+
+
 def turn_deadline_s(cfg: ArenaConfig, kind: str) -> float:
-    """How long a claimed turn may hold its conversation: its own time limit plus time to store it.
-    Past it the claim is void (the process that ran the turn died): the next turn or the vote may go."""
-    render = RENDER_TIMEOUT_S if kind == "code3d" else 0.0
+    """How long a claimed turn may hold its conversation: its own time limit, its kind's render time,
+    plus time to store it. Past it the claim is void (the process that ran the turn died): the next
+    turn or the vote may go."""
+    live = families.live_kind(kind)
+    render = max(0.0, float(live.render_timeout_s)) if live is not None and live.renderer else 0.0
     return cfg.live_timeout_s + render + 2 * STORE_MARGIN_S
 
 
@@ -165,7 +173,7 @@ def choose_pair(session: Session, cfg: ArenaConfig, cache: battles.StatsCache, k
         raise LiveRefused(503, "Fewer than two models of the live pool are answering right now: try again in a "
                                "few minutes.", int(DOWN_FOR_S))
     by_label = {m.label: m for m in members}
-    task = CODE3D_TASK if kind == "code3d" else CHAT_TASK
+    task = task_of(kind)
     labels = sorted(by_label)
     stats = battles.load_pair_stats(session, task, labels) if cfg.sampling == "active" else None
     a, b = sampler.pair_order(labels, rng, ratings=stats.rating if stats else None, se=stats.se if stats else None,
@@ -177,8 +185,8 @@ def choose_pair(session: Session, cfg: ArenaConfig, cache: battles.StatsCache, k
 
 
 def empty_pool_message(kind: str, n: int) -> str:
-    what = "code3d " if kind == "code3d" else ""
-    kinds = " --kind code3d" if kind == "code3d" else ""
+    what = f"{kind} " if kind != pool.CHAT else ""
+    kinds = f" --kind {kind}" if kind != pool.CHAT else ""
     return (f"The live {what}pool has {n} model{'s' if n != 1 else ''}; a battle needs two. Add models with "
             f"`harness arena pool add SPEC{kinds}` (any model spec, e.g. openai:MODEL -M base_url=...).")
 
@@ -199,12 +207,14 @@ def start(sessions: sessionmaker[Session], cfg: ArenaConfig, cache: battles.Stat
     with sessions() as s:
         left_row, right_row = choose_pair(s, cfg, cache, kind, rng)
         left, right = left_row.label, right_row.label  # plain strings: the limit check expires ORM rows
-        family = "code3d" if kind == "code3d" else "chat"
+        found = families.live_kinds().get(kind)
+        # a family's kind: its battles are that family's ("chat" otherwise), in the kind's category
+        family, category = (found[0].name, found[1].category) if found is not None else (pool.CHAT, None)
         row = ArenaBattleRow(
-            public_id=public_id, task=CODE3D_TASK if kind == "code3d" else CHAT_TASK, sample_id=public_id, epoch=0,
+            public_id=public_id, task=task_of(kind), sample_id=public_id, epoch=0,
             left_model=left, right_model=right, left_key=pool_key(left_row.id), right_key=pool_key(right_row.id),
             left_result_id=None, right_result_id=None, media=media_slots,
-            features={}, categories=categories.categorize(prompt, family, "3d" if kind == "code3d" else None),
+            features={}, categories=categories.categorize(prompt, family, category),
             voter_hash=voter_hash, ip_hash=ip_hash, created_at=battles.naive_utc(now),
             expires_at=battles.naive_utc(expires),
         )
@@ -378,7 +388,7 @@ async def _turn(
     emit: Callable[[bytes | None], None], renderer: Renderer | None, media_url: Callable[[str], str] | None,
     retry: list[str] | None = None,
 ) -> None:
-    """Both sides answer (deltas interleaved as they come), code3d replies render, the turn is stored
+    """Both sides answer (deltas interleaved as they come), a rendered kind's replies render, the turn is stored
     and the conversation freed; whatever fails, the turn ends with its ``end`` event (or none, if it
     could not be stored: the claim's deadline then frees the conversation). ``retry``: only these
     sides answer the last turn's prompt again; the other side's reply stays as it was."""
@@ -392,8 +402,7 @@ async def _turn(
             assert battle is not None
             chat = s.scalar(select(ArenaChatRow).where(ArenaChatRow.battle_id == battle.id))
             assert chat is not None
-            members = {m.label: m for m in pool.members(s, chat.kind)} | {
-                m.label: m for m in pool.members(s, "chat" if chat.kind == "code3d" else "code3d")}
+            members = {m.label: m for m in pool.every_member(s)}
             labels = {"a": battle.left_model, "b": battle.right_model}
             turns = list(chat.turns or [])
             image = (battle.media or {}).get("p0")
@@ -406,7 +415,7 @@ async def _turn(
         async with asyncio.timeout(budget):  # the claim's deadline must find the turn stored
             await _answer(cfg, clients, members, labels, turns, prompt, image, replies, emit, battle_public_id,
                           sides)
-            if kind == "code3d" and renderer is not None:
+            if renderer is not None:
                 await _render_both(sessions, cfg, renderer, battle_public_id, replies, emit, media_url, sides)
     except (Exception, asyncio.CancelledError) as exc:
         if not isinstance(exc, TimeoutError):

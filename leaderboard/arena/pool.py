@@ -25,17 +25,23 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from harness import families
 from harness.errors import UserError
 from harness.modelspec import ModelSpecError, SpecNode, parse_spec
 from harness.store.schema_arena_live import ArenaPoolRow
 
-KINDS = ("chat", "code3d")
+CHAT = families.CHAT
 PROBE_PROMPT = "Reply with one word: ready"
 PROBE_TIMEOUT_S = 15.0
 
 
 class PoolError(ValueError):
     """Bad pool input (unknown spec syntax or backend or setting, a model that does not answer): one line."""
+
+
+def known_kinds() -> tuple[str, ...]:
+    """The live kinds: ``chat`` and every kind a family adds (its manifest's ``live``)."""
+    return (CHAT, *families.live_kinds())
 
 
 def add(session: Session, spec: str, settings: dict[str, Any] | None = None, *, label: str | None = None,
@@ -45,9 +51,10 @@ def add(session: Session, spec: str, settings: dict[str, Any] | None = None, *, 
         parse_spec(spec)
     except ModelSpecError as exc:
         raise PoolError(str(exc)) from None
-    bad = [k for k in kinds if k not in KINDS]
+    known = known_kinds()
+    bad = [k for k in kinds if k not in known]
     if bad:
-        raise PoolError(f"unknown kind {bad[0]!r} (one of {', '.join(KINDS)})")
+        raise PoolError(f"unknown kind {bad[0]!r} (one of {', '.join(known)})")
     name = (label or spec).strip()
     existing = session.scalar(select(ArenaPoolRow).where(ArenaPoolRow.label == name))
     if existing is not None and existing.spec != spec:
@@ -222,9 +229,18 @@ def _spec_names(node: SpecNode) -> set[str]:
     return {path, path.rsplit("/", 1)[-1]}
 
 
-def members(session: Session, kind: str = "chat") -> list[ArenaPoolRow]:
+def members(session: Session, kind: str = CHAT) -> list[ArenaPoolRow]:
     rows = session.scalars(select(ArenaPoolRow).where(ArenaPoolRow.enabled.is_(True)).order_by(ArenaPoolRow.id))
-    return [r for r in rows if kind in (r.kinds or ["chat"])]
+    return [r for r in rows if kind in (r.kinds or [CHAT])]
+
+
+def every_member(session: Session) -> list[ArenaPoolRow]:
+    """Every enabled entry once, whatever its kinds: ``chat`` models first, then each other kind's."""
+    out: dict[int, ArenaPoolRow] = {}
+    for kind in known_kinds():
+        for r in members(session, kind):
+            out.setdefault(r.id, r)
+    return list(out.values())
 
 
 class Clients:
@@ -256,7 +272,7 @@ def health(session: Session, now: datetime, window_s: float = 3600.0) -> list[di
 
     counts = recent(session, now - timedelta(seconds=window_s))
     out: list[dict[str, Any]] = []
-    for kind in KINDS:
+    for kind in known_kinds():
         for r in members(session, kind):
             if any(o["label"] == r.label for o in out):
                 continue

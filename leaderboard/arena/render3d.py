@@ -1,69 +1,54 @@
-"""Live 3DCodeArena: a model's reply -> its Blender code -> the sandboxed Blender pool -> renders.
+"""The renderer of a live battle's kind: what turns each side's reply into pictures.
 
-Both sides render in the same scene: every material the code sets is removed after it runs, so the
-pool's reference scene (one neutral grey material, the same three lights, camera and world) applies
-to both; colour and shading never tell the models apart. The pool is the code3d family's, reached
-through import strings (the leaderboard imports no family by name); ``app.state.arena_renderer``
-replaces it (tests, other renderers).
+A family that adds a live kind (its manifest's ``live``, :class:`harness.family.LiveKind`) names the
+renderer by import string (the leaderboard imports no family by name); it is built once per app,
+with ``ArenaConfig.live_render_workers`` workers, when a battle of that kind first needs it.
+``app.state.arena_renderer`` replaces every kind's renderer (tests, other renderers).
 """
 
 from __future__ import annotations
 
-import asyncio
+import logging
 import threading
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from harness import families
+
 from .config import ArenaConfig
 
-# appended to the model's code: runs only if that code ran to the end (a failure stays a failure)
-UNIFORM_LOOK = """
-
-# --- arena: one look for every model (materials and colours removed; the render scene adds grey) ---
-import bpy as _arena_bpy
-for _arena_mesh in list(_arena_bpy.data.meshes):
-    _arena_mesh.materials.clear()
-for _arena_obj in list(_arena_bpy.data.objects):
-    _arena_obj.color = (1.0, 1.0, 1.0, 1.0)
-    if _arena_obj.type == "LIGHT" or _arena_obj.type == "CAMERA":
-        _arena_bpy.data.objects.remove(_arena_obj, do_unlink=True)
-"""
-
+Render = Callable[[str, Path], Awaitable[dict[str, Any]]]
+log = logging.getLogger(__name__)
 _lock = threading.Lock()
 
 
-def uniform_code(code: str) -> str:
-    return code + UNIFORM_LOOK
-
-
-def renderer_for(app: Any, cfg: ArenaConfig) -> Any:
+def renderer_for(app: Any, cfg: ArenaConfig, kind: str) -> Render | None:
+    """The renderer of the live kind ``kind``; None for a kind whose replies are shown as text
+    (``chat``, or a kind that declares no renderer). A renderer that cannot be built (a missing
+    Blender, say) is not kept: every render of the turn fails with the reason in one line, and the
+    next battle tries again."""
+    live = families.live_kind(kind)
+    if live is None or not live.renderer:
+        return None
     custom = getattr(app.state, "arena_renderer", None)
     if custom is not None:
-        return custom
+        return custom  # type: ignore[no-any-return]
     with _lock:
-        pool = getattr(app.state, "arena_blender_pool", None)
-        if pool is None:
-            from harness.families import resolve
+        built: dict[str, Render] = getattr(app.state, "arena_renderers", None) or {}
+        if kind not in built:
+            try:
+                built[kind] = families.resolve(live.renderer)(cfg.live_render_workers)
+            except Exception as exc:
+                reason = f"the {kind} renderer is not available: {type(exc).__name__}: {' '.join(str(exc).split())}"
+                log.error("arena: %s", reason)
+                return _failing(reason[:500])
+            app.state.arena_renderers = built
+        return built[kind]
 
-            pool_cls = resolve("harness.tasks.code3d.executor:BlenderPool")
-            pool = pool_cls(size=cfg.code3d_pool_size)
-            app.state.arena_blender_pool = pool
-    extract = _extractor()
 
+def _failing(reason: str) -> Render:
     async def render(reply: str, out_dir: Path) -> dict[str, Any]:
-        code, _ = extract(reply)
-        if not code.strip():
-            return {"status": "ERR_EXEC", "renders": [], "error": "no code in the reply"}
-        result = await asyncio.to_thread(pool.execute_sync, uniform_code(code), out_dir)
-        return {"status": result.status, "renders": list(result.renders), "error": result.error[:500]}
+        return {"status": "ERR_EXEC", "renders": [], "error": reason}
 
     return render
-
-
-def _extractor() -> Any:
-    from harness.families import resolve
-
-    try:
-        return resolve("harness.tasks.code3d.task:extract_code")
-    except Exception:  # the family is not installed: take the reply as the code
-        return lambda text: (text, False)

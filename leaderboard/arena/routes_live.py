@@ -13,6 +13,8 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingRes
 from pydantic import BaseModel
 from sqlalchemy.orm import Session
 
+from harness import families
+
 from . import limits, live, moderation, pool, tokens, votes
 from .routes import NO_STORE, _problem, _set_cookie, base_template, identity, router, state, templates
 
@@ -62,7 +64,12 @@ def _refused(exc: live.LiveRefused) -> Response:
 
 
 def _pool_sizes(session: Session) -> dict[str, int]:
-    return {k: len(pool.members(session, k)) for k in pool.KINDS}
+    return {k: len(pool.members(session, k)) for k in pool.known_kinds()}
+
+
+def _kind_label(kind: str) -> str:
+    live_kind = families.live_kind(kind)
+    return live_kind.label if live_kind is not None else "Chat"
 
 
 @router.get("/arena/chat", response_class=HTMLResponse, include_in_schema=False)
@@ -73,22 +80,20 @@ def chat_page(request: Request) -> Response:
         sizes = _pool_sizes(s)
         wait = limits.wait_seconds(s, st.cfg, voter, ip)
     message = None
-    if sizes["chat"] < 2 and sizes["code3d"] < 2:
-        message = live.empty_pool_message("chat", sizes["chat"])
+    if all(n < 2 for n in sizes.values()):
+        message = live.empty_pool_message(pool.CHAT, sizes[pool.CHAT])
     ctx = {"base": base_template(), "title": "Arena: live", "nav": "arena", "page_title": "Arena: live",
            "message": message, "wait": wait, "wait_message": limits.refusal(wait) if wait else "",
-           "kinds": [k for k in pool.KINDS if sizes[k] >= 2], "max_turns": st.cfg.max_turns,
+           "kinds": [(k, _kind_label(k)) for k in pool.known_kinds() if sizes[k] >= 2], "max_turns": st.cfg.max_turns,
            "max_chars": st.cfg.max_prompt_chars, "max_retries": st.cfg.live_retries, "themed": True}
     resp = templates.TemplateResponse(request, "chat.html", ctx, headers=NO_STORE)
     return _set_cookie(request, resp, new_cookie)
 
 
 def _renderer(request: Request, kind: str) -> Any:
-    if kind != "code3d":
-        return None
     from .render3d import renderer_for
 
-    return renderer_for(request.app, state(request).cfg)
+    return renderer_for(request.app, state(request).cfg, kind)
 
 
 @router.post("/api/arena/chat", tags=["arena"])
@@ -100,8 +105,8 @@ async def chat_start(request: Request, body: ChatIn) -> Response:
     new_cookie, voter, ip = identity(request, st)
     sessions = request.app.state.sessions
     try:
-        if body.kind not in pool.KINDS:
-            raise live.LiveRefused(400, f"kind must be one of {', '.join(pool.KINDS)}")
+        if body.kind not in pool.known_kinds():
+            raise live.LiveRefused(400, f"kind must be one of {', '.join(pool.known_kinds())}")
         with sessions() as s:
             wait = limits.wait_seconds(s, st.cfg, voter, ip)
         if wait:

@@ -55,10 +55,11 @@ def load_keyed(session: Session, task: str | None,
     votes: list[Vote] = []
     seen: list[tuple[str, str]] = []
     resolve = legacy_resolver(session)
+    live_tasks = failures.live_tasks()
     for voter, lk, lm, rk, rm, outcome, features, cats, vtask in session.execute(q.order_by(v.id)):
         if filters and not categories.matches(cats, filters):
             continue
-        live = vtask in failures.LIVE_TASKS
+        live = vtask in live_tasks
         lk, rk = resolve(or_label(lk, lm), live), resolve(or_label(rk, rm), live)
         votes.append((voter, lk, rk, outcome, features))
         seen += [(lk, lm), (rk, rm)]

@@ -7,6 +7,7 @@ INSTALL = "pip install 'harness[agents]'"
 FAMILY = Family(
     name="agents",
     title="Game agents (Crafter episodes; 3A-VLA)",
+    arena_display="none",  # in the arena: outputs a person cannot compare (episodes in an environment)
     tasks=("harness.tasks.agents.tasks",),
     backends=("harness.tasks.agents.backends.builtin", "harness.tasks.agents.backends.vla"),
     cli="harness.tasks.agents.cli:app",

@@ -5,6 +5,7 @@ from harness.family import DemoRun, Family
 FAMILY = Family(
     name="alignment",
     title="Helpful-only alignment probes",
+    arena_display="text",  # in the arena: judged by reading
     tasks=(
         "harness.tasks.alignment.refusal",
         "harness.tasks.alignment.misalignment",

@@ -1,10 +1,16 @@
 """Family manifest: 3DCodeBench (entry-point group ``harness.families``)."""
 
-from harness.family import DemoRun, Family
+from harness.family import DemoRun, Family, LiveKind
 
 FAMILY = Family(
     name="code3d",
     title="3DCodeBench",
+    arena_display="render",  # in the arena: judged by looking at renders
+    arena_category="3d",
+    # the live 3DCodeArena: pool models write Blender code for the voter's prompt, both sides render in
+    # the same sandboxed scene (the Blender pool queues jobs: a turn's renders may take minutes)
+    live=(LiveKind("code3d", "3D code (Blender)", renderer="harness.tasks.code3d.arena:renderer",
+                   render_timeout_s=900.0, category="3d"),),
     tasks=("harness.tasks.code3d.task",),
     backends=("harness.tasks.code3d.standin",),
     cli="harness.tasks.code3d.cli:code3d_app",

@@ -396,7 +396,7 @@ def _build(setting: str, **options: Any) -> Task:
         },
         name=name, version="1", load=runtime.load, prompt=runtime.prompt, score=runtime.score,
         description=f"3DCodeBench {setting}: Blender code, sandboxed, rendered and measured",
-        family="3d", modalities=frozenset({"text", "image"} if cfg.image_input else {"text"}),
+        family="code3d", modalities=frozenset({"text", "image"} if cfg.image_input else {"text"}),
         primary_metric="executable", breakdowns=("category",),
         content_hash=file_hash(*files, extra=repr(sorted((k, str(v)) for k, v in options.items()))),
         options=dict(options),
@@ -407,18 +407,18 @@ def _build(setting: str, **options: Any) -> Task:
 
 
 @task("code3d", description="3DCodeBench text-to-3D: Blender code run sandboxed, rendered, Chamfer/F-score/parts",
-      family="3d")  # fmt: skip
+      family="code3d")  # fmt: skip
 def code3d(**options: Any) -> Task:
     return _build("text", **options)
 
 
 @task("code3d_image", description="3DCodeBench image-to-3D: reconstruct four reference views as Blender code",
-      family="3d")  # fmt: skip
+      family="code3d")  # fmt: skip
 def code3d_image(**options: Any) -> Task:
     return _build("image", **options)
 
 
 @task("code3d_refine", description="3DCodeBench multi-turn: up to 3 rounds with traceback/render feedback",
-      family="3d")  # fmt: skip
+      family="code3d")  # fmt: skip
 def code3d_refine(**options: Any) -> Task:
     return _build("refine", **options)

@@ -5,6 +5,7 @@ from harness.family import DemoRun, Family
 FAMILY = Family(
     name="conformal",
     title="Multi-level online conformal prediction",
+    arena_display="none",  # in the arena: outputs a person cannot compare (prediction sets over a stream)
     tasks=("harness.tasks.conformal.tasks",),
     backends=("harness.tasks.conformal.backends",),
     demo=(

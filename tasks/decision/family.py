@@ -5,6 +5,7 @@ from harness.family import DemoRun, Family
 FAMILY = Family(
     name="decision",
     title="2-Step Agent: ML decision support",
+    arena_display="none",  # in the arena: outputs a person cannot compare (simulated decisions)
     tasks=("harness.tasks.decision.tasks",),
     backends=("harness.tasks.decision.backends",),
     demo=(

@@ -5,6 +5,7 @@ from harness.family import DemoRun, Family
 FAMILY = Family(
     name="dsgg",
     title="Dynamic scene graph generation",
+    arena_display="none",  # in the arena: outputs a person cannot compare (scene graphs)
     tasks=("harness.tasks.dsgg.task",),
     backends=("harness.tasks.dsgg.models",),
     charts="harness.tasks.dsgg.analysis:chart",

@@ -70,7 +70,7 @@ def to_sample(video: dict[str, Any], vocab: Vocab, setting: str) -> Sample:
 
 
 @task("dsgg", description="Dynamic scene graphs (Action Genome / VidVRD / PVSG): R@K beside precision, "
-      "redundancy and informativeness", family="video")
+      "redundancy and informativeness", family="dsgg")
 def dsgg(dataset: str = "action-genome", data_dir: str | None = None, split: str = "test",
          train_split: str = "train", setting: str = "predcls", parse_errors: str = "unscored",
          max_tokens: int = 2048) -> Task:
@@ -172,7 +172,7 @@ def dsgg(dataset: str = "action-genome", data_dir: str | None = None, split: str
         name="dsgg", version=VERSION, load=load, prompt=prompt, score=score,
         description=f"DSGG {dataset} ({setting}): Temporal Relation Sets, R@K / mR@K beside precision, F1, "
                     "redundancy and informativeness-weighted recall",
-        family="video", modalities=frozenset({"text", "video"}), primary_metric="R@20",
+        family="dsgg", modalities=frozenset({"text", "video"}), primary_metric="R@20",
         breakdowns=("length",), aggregate=aggregate, content_hash=content,
         options={"dataset": dataset, "setting": setting, "split": split}, train=train,
     )

@@ -5,6 +5,7 @@ from harness.family import DemoRun, Family
 FAMILY = Family(
     name="gsm8k",
     title="GSM8K",
+    arena_display="text",  # in the arena: judged by reading
     tasks=("harness.tasks.gsm8k.task",),
     # several built-in models, so comparisons have something to show; SmolLM2 on a few at full size
     demo=(

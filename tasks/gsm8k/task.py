@@ -101,7 +101,7 @@ def score(sample: Sample, output: Output, ctx: ScoreContext) -> Score:
 
 
 @task("gsm8k", description="GSM8K test (1,319 grade-school maths problems), final-answer exact match",
-      family="text")
+      family="gsm8k")
 def gsm8k(data_file: str | None = None, hub: str | None = None) -> Task:
     """``data_file``: a GSM8K-format JSONL (default: the shipped test split); ``hub``: a hub id
     for ``datasets.load_dataset`` (e.g. ``openai/gsm8k``; config ``main``, split ``test``)."""
@@ -117,5 +117,5 @@ def gsm8k(data_file: str | None = None, hub: str | None = None) -> Task:
     return Task(
         name="gsm8k", version="2", load=load, prompt=prompt, score=score,
         description="GSM8K test, zero-shot chat, final-answer exact match",
-        family="text", primary_metric="exact_match_flexible", metrics=METRICS, content_hash=content,
+        family="gsm8k", primary_metric="exact_match_flexible", metrics=METRICS, content_hash=content,
     )

@@ -8,6 +8,7 @@ STUB_RUBRIC = '{"criteria_met": true, "note": "stub judge: every criterion is ma
 FAMILY = Family(
     name="longshot",
     title="LongShOTBench",
+    arena_display="video+audio",  # judged by watching and listening: the arena page plays neither (not served)
     tasks=("harness.tasks.longshot.task",),
     backends=("harness.tasks.longshot.agent.backend",),
     cli="harness.tasks.longshot.cli:app",

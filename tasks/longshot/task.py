@@ -138,7 +138,7 @@ def media_parts(video: Path, mode: str, settings: dict[str, Any]) -> list[Part]:
 
 
 @task("longshot", description="LongShOTBench: long omni-modal video QA, rubric-weighted judge scoring (3,401 QA)",
-      family="video")
+      family="longshot")
 def longshot(data_dir: str | None = None, data_file: str | None = None, media_dir: str | None = None,
              hub: str = HUB_ID, hub_config: str = HUB_CONFIG, split: str = "test", media_mode: str = "native",
              max_frames: int = 32, fps: float | None = None, max_side: int = 448, audio_rate: int = 16000,
@@ -237,7 +237,7 @@ def longshot(data_dir: str | None = None, data_file: str | None = None, media_di
         },
         name="longshot", version=PROTOCOL_VERSION, load=load, prompt=prompt, score=score,
         description="LongShOTBench: long omni-modal video QA; rubric-weighted LLM-judge scoring",
-        family="video", modalities=MEDIA_MODES[media_mode], primary_metric="overall",
+        family="longshot", modalities=MEDIA_MODES[media_mode], primary_metric="overall",
         aggregate=aggregate, content_hash=content, default_judge=rubric.JUDGE_SPEC,
         needs_judge=True, options=settings,
     )

@@ -7,6 +7,7 @@ INSTALL = "pip install 'harness[methods]'"
 FAMILY = Family(
     name="methods",
     title="Training methods as backends",
+    arena_display="none",  # in the arena: outputs a person cannot compare (class ids and cluster labels)
     tasks=("harness.tasks.methods.classification", "harness.tasks.methods.clustering"),
     backends=("harness.tasks.methods.backends.htaf", "harness.tasks.methods.backends.hartigan"),
     demo=(

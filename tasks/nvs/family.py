@@ -7,6 +7,7 @@ INSTALL = "pip install 'harness[nvs]'"
 FAMILY = Family(
     name="nvs",
     title="Novel-view synthesis",
+    arena_display="image",  # in the arena: judged by looking at the rendered views
     tasks=("harness.tasks.nvs.tasks",),
     backends=("harness.tasks.nvs.backends",),
     # the toy scene needs no Blender; the rendered scenes do (full size)

@@ -5,6 +5,7 @@ from harness.family import DemoRun, Family
 FAMILY = Family(
     name="partverse",
     title="PartVerse-QA and 3D captioning",
+    arena_display="render",  # in the arena: judged by looking at renders
     tasks=("harness.tasks.partverse.task",),
     demo=(
         DemoRun("partverse_c2s", "builtin:constant", settings={"text": "<part_0>,<part_4>"}),

@@ -280,7 +280,7 @@ def _caption_task(name: str, description: str, source: Source, build: Callable[[
                 "simcse_similarity")},
         },
         name=name, version=VERSION, load=load, prompt=make_prompt(config, points),
-        score=make_caption_scorer(metrics, use_judge, word_overlap), description=description, family="3d",
+        score=make_caption_scorer(metrics, use_judge, word_overlap), description=description, family="partverse",
         modalities=modalities_for(points, source), primary_metric=JUDGE_METRIC if use_judge else "bleu-1",
         aggregate=caption_aggregate(ref), content_hash=source.content_hash(f"{name}|{points}|{metrics}"),
         default_judge=JUDGE_SPEC if use_judge else None, needs_judge=use_judge,
@@ -290,7 +290,7 @@ def _caption_task(name: str, description: str, source: Source, build: Callable[[
     return t
 
 
-@task("partverse_c2s", family="3d",
+@task("partverse_c2s", family="partverse",
       description="PartVerse-QA caption-to-slots (392 held-out): <part_n> set Jaccard and exact match")
 def partverse_c2s(data_dir: str | None = None, file: str | None = None, hub: str | None = None,
                   points_dir: str | None = None, packs_dir: str | None = None, num_points: int = 8192,
@@ -307,13 +307,13 @@ def partverse_c2s(data_dir: str | None = None, file: str | None = None, hub: str
                  "patch_iou": higher("patch-mask IoU"), "point_iou": higher("point-mask IoU")},
         version=VERSION, load=load, prompt=make_prompt(C2S_CONFIG, points),
         score=score_c2s, description="PartVerse-QA C2S: slot-set Jaccard and exact match, greedy",
-        family="3d", modalities=modalities_for(points, source), primary_metric="jaccard",
+        family="partverse", modalities=modalities_for(points, source), primary_metric="jaccard",
         content_hash=source.content_hash(f"c2s|{points}"),
         options={"points": points, "file": source.file, "fixture": source.fixture},
     )
 
 
-@task("partverse_s2c", family="3d",
+@task("partverse_s2c", family="partverse",
       description="PartVerse-QA slots-to-caption (196 held-out): PointLLM judge + BLEU/ROUGE/METEOR/embedding")
 def partverse_s2c(data_dir: str | None = None, file: str | None = None, hub: str | None = None,
                   points_dir: str | None = None, packs_dir: str | None = None, num_points: int = 8192,
@@ -328,7 +328,7 @@ def partverse_s2c(data_dir: str | None = None, file: str | None = None, hub: str
         {"file": source.file}, word_overlap=True)
 
 
-@task("objaverse_caption", family="3d",
+@task("objaverse_caption", family="partverse",
       description="Objaverse whole-object captioning (PointLLM val 200, prompt 2): judge + caption metrics")
 def objaverse_caption(data_dir: str | None = None, file: str | None = None, hub: str | None = None,
                       points_dir: str | None = None, packs_dir: str | None = None, num_points: int = 8192,
@@ -346,7 +346,7 @@ def objaverse_caption(data_dir: str | None = None, file: str | None = None, hub:
         {"file": source.file, "prompt_index": index})
 
 
-@task("compat_grin", family="3d",
+@task("compat_grin", family="partverse",
       description="3DCoMPaT-GrIn part-aware grounded descriptions, language-only: caption metrics (+ judge)")
 def compat_grin(data_dir: str | None = None, file: str | None = None, hub: str | None = None,
                 points_dir: str | None = None, packs_dir: str | None = None, num_points: int = 8192,

@@ -5,6 +5,7 @@ from harness.family import DemoRun, Family
 FAMILY = Family(
     name="puzzles",
     title="Adaptive neural cellular automata on grid puzzles (mazes, sudoku)",
+    arena_display="none",  # in the arena: outputs a person cannot compare (grids)
     tasks=("harness.tasks.puzzles.tasks",),
     backends=("harness.tasks.puzzles.backends",),
     demo=(

@@ -20,7 +20,7 @@ def _norm(text: str, on: bool) -> str:
     return " ".join(text.split()).lower() if on else text
 
 
-@task("qa", description="Your own JSONL of input/target rows, exact match (-T path=FILE)", family="text")
+@task("qa", description="Your own JSONL of input/target rows, exact match (-T path=FILE)", family="qa")
 def qa(path: str | None = None, input_field: str = "input", target_field: str = "target",
        system: str | None = None, normalise: bool = True, breakdowns: str = "", max_tokens: int = 64) -> Task:
     if not path:
@@ -49,7 +49,7 @@ def qa(path: str | None = None, input_field: str = "input", target_field: str = 
         return Score({"exact_match": float(got == _norm(sample.target, normalise))}, answer=got)
 
     return Task(
-        name="qa", version="1", load=load, prompt=prompt, score=score, family="text",
+        name="qa", version="1", load=load, prompt=prompt, score=score, family="qa",
         description=f"exact match on {file.name}", primary_metric="exact_match",
         metrics={"exact_match": higher("exact match")},
         breakdowns=tuple(b for b in breakdowns.split(",") if b),

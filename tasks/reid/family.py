@@ -5,6 +5,7 @@ from harness.family import DemoRun, Family
 FAMILY = Family(
     name="reid",
     title="Cross-view re-identification (3D-VITAL)",
+    arena_display="none",  # in the arena: outputs a person cannot compare (embeddings)
     tasks=("harness.tasks.reid.task",),
     backends=("harness.tasks.reid.backends.models",),
     cli="harness.tasks.reid.cli:app",

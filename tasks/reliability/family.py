@@ -5,6 +5,7 @@ from harness.family import DemoRun, Family
 FAMILY = Family(
     name="reliability",
     title="Channel-coding reliability",
+    arena_display="text",  # in the arena: judged by reading
     tasks=("harness.tasks.reliability.task",),
     cli="harness.tasks.reliability.cli:reliability_app",
     charts="harness.tasks.reliability.analysis:chart",

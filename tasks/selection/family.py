@@ -8,6 +8,7 @@ FAMILY = Family(
     name="selection",
     title="Online data selection: Gated Fisher Volume against RHO-LOSS, GREATS, loss, gradient-norm, entropy and "
           "random selection",
+    arena_display="none",  # in the arena: outputs a person cannot compare (a training run's metrics)
     tasks=("harness.tasks.selection.tasks", "harness.tasks.selection.sft_task"),
     backends=("harness.tasks.selection.backends",),
     # the same training budget for the method and its baseline

@@ -5,6 +5,7 @@ from harness.family import DemoRun, Family
 FAMILY = Family(
     name="spa3d",
     title="3DSPA physical realism",
+    arena_display="none",  # in the arena: outputs a person cannot compare (realism scores)
     tasks=("harness.tasks.spa3d.task",),
     backends=("harness.tasks.spa3d.backend",),
     cli="harness.tasks.spa3d.cli:spa3d_app",

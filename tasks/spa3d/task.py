@@ -171,7 +171,7 @@ def pairs_aggregate(task_ref: list[Task]) -> Callable[[list[SampleRecord]], list
     return aggregate
 
 
-@task("spa3d_pairs", description="3DSPA: realistic vs physics-violating twin (accuracy, AUROC)", family="video")
+@task("spa3d_pairs", description="3DSPA: realistic vs physics-violating twin (accuracy, AUROC)", family="spa3d")
 def spa3d_pairs(manifest: str | None = None, train_dir: str | None = None, n_per_violation: int = 25,
                 n_train: int = 300, seed: int = TEST_SEED) -> Task:
     """``manifest``: JSONL rows {id, realistic, violated, violation} with paths relative to it (default:
@@ -191,7 +191,7 @@ def spa3d_pairs(manifest: str | None = None, train_dir: str | None = None, n_per
                  "realism_realistic": neutral("realism of the realistic video"),
                  "realism_violated": neutral("realism of the violating video")},
         version="1", load=load, prompt=prompt, score=score_pair,
-        description="3DSPA physics-violation detection on matched pairs", family="video",
+        description="3DSPA physics-violation detection on matched pairs", family="spa3d",
         modalities=frozenset({"points", "video"}), primary_metric="accuracy", breakdowns=("violation",),
         aggregate=None, content_hash=f"manifest:{path}" if path else f"synthetic-v1:{seed}:{n_per_violation}",
         train=train_split(train_dir, n_train),
@@ -280,7 +280,7 @@ def ratings_aggregate(task_ref: list[Task]) -> Callable[[list[SampleRecord]], li
     return aggregate
 
 
-@task("spa3d_ratings", description="3DSPA: correlation with human ratings (VideoPhy-2 CSV)", family="video")
+@task("spa3d_ratings", description="3DSPA: correlation with human ratings (VideoPhy-2 CSV)", family="spa3d")
 def spa3d_ratings(ratings_file: str | None = None, media_dir: str | None = None, column: str = "score",
                   train_dir: str | None = None, n_train: int = 300) -> Task:
     """``ratings_file``: VideoPhy-2 format CSV (default: the shipped example, whose .mp4 files are not
@@ -303,7 +303,7 @@ def spa3d_ratings(ratings_file: str | None = None, media_dir: str | None = None,
             "position_surprise": neutral("position surprise"), "visibility_surprise": neutral("visibility surprise"),
         },
         version="1", load=lambda: load_ratings(path, media, column), prompt=prompt,
-        score=score_single, description="3DSPA realism vs human ratings (Spearman / Pearson)", family="video",
+        score=score_single, description="3DSPA realism vs human ratings (Spearman / Pearson)", family="spa3d",
         modalities=frozenset({"points", "video"}), primary_metric="spearman", content_hash=f"ratings:{path}:{column}",
         train=train_split(train_dir, n_train), options={"ratings_file": str(path), "column": column},
     )
@@ -316,7 +316,7 @@ def spa3d_ratings(ratings_file: str | None = None, media_dir: str | None = None,
 
 
 @task("spa3d_recon", description="3DSPA: track reconstruction metrics (AJ, pts within, occlusion acc)",
-      family="video")
+      family="spa3d")
 def spa3d_recon(track_dir: str | None = None, train_dir: str | None = None, n_test: int = 50, n_train: int = 300,
                 seed: int = TEST_SEED) -> Task:
     """``track_dir``: ``.npz`` track files to reconstruct (default: held-out synthetic realistic scenes)."""
@@ -337,7 +337,7 @@ def spa3d_recon(track_dir: str | None = None, train_dir: str | None = None, n_te
             "position_surprise": neutral("position surprise"), "visibility_surprise": neutral("visibility surprise"),
         },
         version="1", load=load, prompt=prompt, score=score_single,
-        description="3DSPA query-track reconstruction (TAPVid-3D metrics)", family="video",
+        description="3DSPA query-track reconstruction (TAPVid-3D metrics)", family="spa3d",
         modalities=frozenset({"points", "video"}), primary_metric="average_jaccard",
         content_hash=f"tracks:{track_dir}" if track_dir else f"synthetic-v1:{seed}:{n_test}",
         train=train_split(train_dir, n_train), options={"track_dir": track_dir},

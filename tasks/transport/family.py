@@ -5,6 +5,7 @@ from harness.family import DemoRun, Family
 FAMILY = Family(
     name="transport",
     title="Optimal Mixture Transport",
+    arena_display="none",  # in the arena: outputs a person cannot compare (transport plans)
     tasks=("harness.tasks.transport.tasks",),
     backends=("harness.tasks.transport.backends",),
     demo=(
