@@ -87,13 +87,21 @@ def task(name: str, *, description: str = "", family: str = "", argument: str = 
             if isinstance(made, Task):  # anything else is the caller's to report (the runner refuses it)
                 made.name = made.name or name
                 made.description = made.description or desc
-                made.family = made.family or family
+                made.family = made.family or family or _manifest_name(fn.__module__)
             return made
 
         _REGISTRY["task"][name] = Entry(name, factory, desc, "task", family, argument=argument, values=values)
         return fn
 
     return wrap
+
+
+def _manifest_name(module: str) -> str:
+    """The name of the family whose package holds ``module`` ("" outside every family)."""
+    from harness.families import family_of_module
+
+    fam = family_of_module(module)
+    return fam.name if fam is not None else ""
 
 
 def model(name: str, *, description: str = "", operator: bool = False,
