@@ -149,6 +149,8 @@ def type_name(tp: Any) -> str:
     if origin in (list, tuple):
         args = typing.get_args(tp)
         return f"list[{type_name(args[0])}]" if args else "list"
+    if origin is dict:  # dict[str, Any] as describe() says it, not "dict[str, typing.Any]"
+        return "mapping"
     return {int: "int", float: "float", str: "str", bool: "bool", dict: "mapping"}.get(tp, str(tp))
 
 

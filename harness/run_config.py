@@ -100,41 +100,60 @@ _SCALARS: dict[Any, str] = {int: "an integer", float: "a number", bool: "true or
 
 
 def _scalar_hint(hint: Any) -> Any | None:
-    """``int``, ``float`` or ``bool``, alone or with ``None``; anything else is the factory's to check."""
+    """``int``, ``float`` or ``bool``, alone or with ``None``, bounded or not (``Annotated[int,
+    Field(ge=1)]``); anything else is the factory's to check."""
     import types
     import typing
 
+    if typing.get_origin(hint) is typing.Annotated:
+        hint = typing.get_args(hint)[0]
     if hint in _SCALARS:
         return hint
     if typing.get_origin(hint) in (typing.Union, types.UnionType):
         rest = [a for a in typing.get_args(hint) if a is not type(None)]
-        if len(rest) == 1 and rest[0] in _SCALARS:
-            return rest[0]
+        if len(rest) == 1:
+            return _scalar_hint(rest[0])
     return None
+
+
+def _without_none(hint: Any) -> Any:
+    import types
+    import typing
+
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        rest = [a for a in typing.get_args(hint) if a is not type(None)]
+        if len(rest) == 1:
+            return rest[0]
+    return hint
 
 
 def check_option_types(name: str, factory: Any, options: dict[str, Any]) -> None:
     """Refuse, in one line before the factory runs, a ``-T`` value its annotation says is an integer, a
-    number or a boolean and that is none (``-T n=abc`` on ``n: int``). Values that pass are handed to the
-    factory unchanged: this only checks, so a factory's own reading of its options stays as it was."""
+    number or a boolean and that is none (``-T n=abc`` on ``n: int``), or that is outside the bounds the
+    annotation gives (``n: Annotated[int, Field(ge=1)]``). Values that pass are handed to the factory
+    unchanged: this only checks, so a factory's own reading of its options stays as it was."""
     import inspect
     import math
     import typing
 
     from pydantic import TypeAdapter, ValidationError
 
+    from harness.backend_settings import describe
+
     try:
-        hints = typing.get_type_hints(inspect.unwrap(factory))
+        hints = typing.get_type_hints(inspect.unwrap(factory), include_extras=True)
     except Exception:  # an annotation that does not resolve here: nothing to check against
         return
     for key, value in options.items():
-        scalar = _scalar_hint(hints.get(key))
+        hint = hints.get(key)
+        scalar = _scalar_hint(hint)
         if scalar is None or value is None:  # None: the factory's own "not given"
             continue
+        declared = _without_none(hint)  # the scalar with its bounds, if the annotation gives any
         try:
-            checked = TypeAdapter(scalar).validate_python(value)
+            checked = TypeAdapter(declared).validate_python(value)
         except ValidationError:
-            raise RunConfigError(f"task {name!r}: -T {key} must be {_SCALARS[scalar]}, got {value!r}") from None
+            raise RunConfigError(f"task {name!r}: -T {key} must be {describe(declared)}, got {value!r}") from None
         if isinstance(checked, float) and not math.isfinite(checked):
             raise RunConfigError(f"task {name!r}: -T {key} must be a finite number, got {value!r}")
 

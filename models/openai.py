@@ -39,8 +39,12 @@ Settings (``-M key=value``):
   price_in, price_out   $ per 1M input/output tokens (default: models/prices.yaml)
   modalities        what the server takes, e.g. ``[text,image]`` (default text, image, video, audio)
   headers           extra HTTP headers (dict)
-Generation keys (temperature, max_tokens, ...) reach requests through the runner; any other key
-is sent in the request body as is (e.g. ``-M top_k=20`` for vLLM).
+  extra_body        more fields of the request body (dict), e.g. ``extra_body={'guided_choice': ['a', 'b']}``
+Generation keys (temperature, max_tokens, ...) reach requests through the runner; the sampling keys
+many servers take besides the API's own (``top_k``, ``min_p``, ``repetition_penalty``, ...,
+``chat_template_kwargs``; ``harness models openai`` lists them) are sent in the request body (e.g.
+``-M top_k=20`` for vLLM). Any other key is refused, naming the closest: a typo would otherwise be
+sent to a server that may silently ignore it.
 
 Transport, measured (bench/api_throughput.py: server sleeping 100 ms, 2 shared cores): the ``openai``
 client on its default httpx transport spends 2.8-4.6 ms of client CPU per request and on its optional
@@ -64,13 +68,16 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
+from pydantic import Field
+
+from harness.backend_settings import NonNegativeFloat, NonNegativeInt, PositiveInt, Probability, Setting
 from harness.client import GENERATION_KEYS
 from harness.models import media
 from harness.models.openai_reply import BadReply as _BadReply
 from harness.models.openai_reply import chat_logprobs, completion_logprobs, parse_reply  # noqa: F401 (re-exported)
-from harness.modelspec import ModelSpecError
+from harness.modelspec import ModelSpecError, validate_settings
 from harness.registry import model
 from harness.store import jsoncol
 from harness.types import REQUEST_KINDS, SCORING_KINDS, Message, Output, Request, Usage
@@ -130,7 +137,7 @@ class OpenAISettings:
                                      "not as settings (settings are stored with the run)")
             if key in known:
                 kwargs[key] = value
-            else:
+            elif value is not None:  # a server key given as None: the server's default
                 extra[key] = value
         # the openai SDK's own conventions: $OPENAI_BASE_URL when no base_url is given (a run with
         # only that set must call that server, not api.openai.com), $OPENAI_ORG_ID / $OPENAI_PROJECT_ID
@@ -147,13 +154,6 @@ class OpenAISettings:
         s.base_url = str(s.base_url).rstrip("/")
         if not s.base_url.startswith(("http://", "https://")):
             raise ModelSpecError(f"openai: base_url must start with http:// or https://, got {s.base_url!r}")
-        s.concurrency, s.max_retries = int(s.concurrency), int(s.max_retries)
-        if s.concurrency < 1:
-            raise ModelSpecError("openai: concurrency must be >= 1")
-        if s.mode not in ("chat", "completions"):
-            raise ModelSpecError(f"openai: mode must be 'chat' or 'completions', not {s.mode!r}")
-        if s.video_mode not in ("frames", "native"):
-            raise ModelSpecError(f"openai: video_mode must be 'frames' or 'native', not {s.video_mode!r}")
         s._check_scoring(kwargs)
         if isinstance(s.modalities, str):
             s.modalities = s.modalities.strip("[]").split(",")
@@ -622,19 +622,69 @@ class OpenAIModel:
         self._http = None
 
 
+PositiveFloat = Annotated[float, Field(gt=0)]
+# OpenAISettings' fields, typed. endpoint, tokenizer, score_prompt, max_length and prefix_token keep
+# OpenAISettings' own checks (their refusals' wording is matched; max_length is any value, so that
+# "1.5e3" is refused there, as "max_length must be an integer >= 3", not rounded)
+ADAPTER = {
+    "base_url": Setting(str, DEFAULT_BASE_URL, "server root including /v1 (default: $OPENAI_BASE_URL, else OpenAI's)"),
+    "api_key_env": Setting(str, "OPENAI_API_KEY", "environment variable holding the key (empty: none)"),
+    "concurrency": Setting(PositiveInt, 32, "most requests in flight"),
+    "timeout": Setting(PositiveFloat, 120.0, "seconds per attempt"),
+    "max_retries": Setting(NonNegativeInt, 5, "retries after the first attempt (429/5xx, time-outs, bad bodies)"),
+    "retry_base": Setting(NonNegativeFloat, 0.5, "back-off retry_base * 2**n seconds, with jitter"),
+    "retry_max": Setting(NonNegativeFloat, 30.0, "longest back-off, seconds"),
+    "retry_after_max": Setting(NonNegativeFloat, 300.0, "longest Retry-After honoured, seconds"),
+    "mode": Setting(Literal["chat", "completions"], "chat", "where chat requests go (completions: a text-only "
+                    "prompt rendered for non-chat servers)"),
+    "video_mode": Setting(Literal["frames", "native"], "frames", "frames: JPEG frames as image parts; native: "
+                          "video_url"),
+    "video_fps": Setting(PositiveFloat | None, 1.0, "frames sampled per second of video"),
+    "video_max_frames": Setting(PositiveInt, 32, "most frames per video"),
+    "frame_max_side": Setting(PositiveInt | None, 768, "longest side of a frame, px"),
+    "top_logprobs": Setting(NonNegativeInt, 0, "alternatives per token when a request asks for logprobs"),
+    "max_tokens_field": Setting(Literal["max_tokens", "max_completion_tokens"], "max_tokens",
+                                "the body field of the token limit (max_completion_tokens: OpenAI reasoning models)"),
+    "price_in": Setting(NonNegativeFloat | None, None, "$ per 1M input tokens (default: models/prices.yaml)"),
+    "price_out": Setting(NonNegativeFloat | None, None, "$ per 1M output tokens (default: models/prices.yaml)"),
+    "modalities": Setting(list[str] | str, sorted(ALL_MODALITIES), "what the server takes, e.g. [text,image]"),
+    "headers": Setting(dict[str, str], {}, "extra HTTP headers"),
+    "extra_body": Setting(dict[str, Any], {}, "more fields of the request body"),
+    "endpoint": Setting(str, "chat", "chat, or completions: the server also answers raw completions and "
+                        "loglikelihood scoring through /completions"),
+    "tokenizer": Setting(str, "auto", "scoring's token boundary: auto, server, none or hf:PATH"),
+    "max_length": Setting(Any, None, "scoring's context length, an integer >= 3 (default: the server's, else 2048)"),
+    "prefix_token": Setting(int | None, None, "token id an empty context and a rolling text start from (>= 0)"),
+    "score_prompt": Setting(str, "text", "text or tokens (send token ids)"),
+    # declared so that they are refused with the reason (keys are secrets; settings are stored with runs)
+    "api_key": Setting(str | None, None, "refused: pass keys through the environment (api_key_env)"),
+    "key": Setting(str | None, None, "refused: pass keys through the environment (api_key_env)"),
+}
 # sampling keys many OpenAI-compatible servers accept besides the API's own (sent in the body)
-SERVER_SAMPLING_KEYS = ("top_k", "min_p", "repetition_penalty", "presence_penalty", "frequency_penalty",
-                        "logit_bias", "response_format", "min_tokens", "n")
+SERVER_SAMPLING = {
+    "top_k": Setting(int | None, None, "sample from the k most likely tokens"),
+    "min_p": Setting(Probability | None, None, "least probability relative to the most likely token"),
+    "repetition_penalty": Setting(PositiveFloat | None, None, "penalty of tokens already in the prompt or reply"),
+    "presence_penalty": Setting(float | None, None, "penalty of tokens already in the reply"),
+    "frequency_penalty": Setting(float | None, None, "penalty by how often a token is already in the reply"),
+    "logit_bias": Setting(dict[str, float] | None, None, "token id -> bias"),
+    "response_format": Setting(dict[str, Any] | None, None, "e.g. {'type': 'json_object'}"),
+    "min_tokens": Setting(NonNegativeInt | None, None, "fewest tokens before a stop"),
+    "n": Setting(PositiveInt | None, None, "replies per request (the first is scored)"),
+    "chat_template_kwargs": Setting(dict[str, Any] | None, None, "vLLM's server: chat template arguments, e.g. "
+                                    "{'enable_thinking': False}"),
+}
+SERVER_SAMPLING_KEYS = tuple(SERVER_SAMPLING)
+SETTINGS = {**ADAPTER, **SERVER_SAMPLING}
 
 
-# not strict: keys the adapter does not know go to the server as extra body fields (top_k, min_p, ...);
-# a near miss of a known key (base_ur, temprature) is still refused
 @model("openai", description="OpenAI-compatible chat/completions API: openai:MODEL -M base_url=... (any server; "
                              "-M endpoint=completions adds raw completions and loglikelihood scoring)",
-       settings=(*(set(OpenAISettings.__dataclass_fields__) - {"model"}), *SERVER_SAMPLING_KEYS))
+       settings=SETTINGS, strict=True)
 def openai_backend(path: str | None, **settings: Any) -> OpenAIModel:
     if not path:
         raise ModelSpecError("the openai backend needs a model name: openai:MODEL")
+    settings = validate_settings("openai", settings, SETTINGS)  # a factory called directly is checked too
     s = OpenAISettings.parse(path, settings)
     key = os.environ.get(s.api_key_env) if s.api_key_env else None
     if not key and s.base_url == DEFAULT_BASE_URL:

@@ -13,7 +13,9 @@ talks to the server.
 
 Settings (``-M key=value``):
   tensor_parallel_size, dtype, max_model_len, gpu_memory_utilization, enforce_eager,
-  limit_mm_per_prompt, quantization, ... -> ``vllm.LLM`` engine arguments, passed through;
+  limit_mm_per_prompt, quantization, ... -> ``vllm.LLM`` engine arguments, passed through
+                     (``harness models vllm`` lists those declared; any other goes in
+                     ``engine={'swap_space': 8}``: an undeclared key is refused, naming the closest);
   dp=N               N data-parallel replicas as Ray actors (each with tensor_parallel_size GPUs);
   ray_address=ADDR   run the replicas on an existing Ray cluster (multi-node);
   gpus_per_replica=F Ray GPUs per replica (default tensor_parallel_size; 0.5 puts two on one GPU);
@@ -39,7 +41,7 @@ from functools import partial
 from typing import Any
 
 from harness.models.vllm_config import (
-    ADAPTER_KEYS,
+    SETTINGS,
     VLLMSettings,
     check_window,
     local_config,
@@ -48,7 +50,6 @@ from harness.models.vllm_config import (
     scoring_window,
 )
 from harness.models.vllm_inputs import (
-    SAMPLING_EXTRAS,
     RequestInputError,
     sampling_kwargs,
     to_chat_messages,
@@ -183,9 +184,9 @@ def declared_modalities(settings: VLLMSettings) -> frozenset[str]:
     return frozenset(modalities_from_config(config))
 
 
-# not strict: other keys are vLLM engine arguments; near misses of these are refused
+# strict: an engine argument not declared goes in -M engine={...} (see vllm_config)
 @model("vllm", description="vLLM in-process (vllm.LLM, one batched call; -M dp=N for Ray data parallel)",
-       settings=(*ADAPTER_KEYS, *SAMPLING_EXTRAS))
+       settings=SETTINGS, strict=True)
 def vllm_backend(path: str | None, **settings: Any) -> Any:
     parsed = parse_settings(path, settings)
     if parsed.mode == "server":
@@ -194,7 +195,7 @@ def vllm_backend(path: str | None, **settings: Any) -> Any:
 
 
 @model("vllm-server", description="vLLM's OpenAI-compatible server, started and stopped by the harness",
-       settings=(*ADAPTER_KEYS, *SAMPLING_EXTRAS))
+       settings=SETTINGS, strict=True)
 def vllm_server_backend(path: str | None, **settings: Any) -> Any:
     parsed = parse_settings(path, {**settings, "mode": "server"})
     return _server(parsed)

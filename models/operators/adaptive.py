@@ -14,6 +14,7 @@ table); ``details["route"]`` records the class.
 
 from __future__ import annotations
 
+from harness.backend_settings import Setting
 from harness.models.operators.base import Episode, Operator, OperatorError
 from harness.registry import model
 
@@ -21,7 +22,12 @@ from harness.registry import model
 class Adaptive(Operator):
     name = "adaptive"
     uses_judge = True
-    defaults = {"easy": 0.85, "hard": 0.5, "n": 3, "temperature": 0.7}
+    parameters = {
+        "easy": Setting(float, 0.85, "pilot quality at or above which the pilot answers (0 to 1)"),
+        "hard": Setting(float, 0.5, "pilot quality below which the hard route is taken (0 to 1, <= easy)"),
+        "n": Setting(int, 3, "samples of the medium and hard routes (1 to 64)"),
+        "temperature": Setting(float, 0.7, "sampling temperature of those samples"),
+    }
 
     def validate(self) -> None:
         easy = self.check_float("easy", 0.0, 1.0)
@@ -52,6 +58,6 @@ class Adaptive(Operator):
         return best.text
 
 
-model("adaptive", operator=True,
+model("adaptive", operator=True, settings=Adaptive.declared(), strict=True,
       description="Difficulty-adaptive routing: judged pilot -> easy/medium/hard technique (adaptive(small, big))")(
     lambda *m, **p: Adaptive(*m, **p))

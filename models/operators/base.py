@@ -14,12 +14,14 @@ and ``details`` = {operator, params, trace, cost split, operator-specific fields
 from __future__ import annotations
 
 import asyncio
+import difflib
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness.backend_settings import NonNegativeFloat, PositiveInt, Setting, SettingError, check
 from harness.client import ModelClient
 from harness.model import Model
 from harness.models.operators import prompts
@@ -32,30 +34,55 @@ class OperatorError(ValueError):
     """Bad operator parameters (unknown name, out-of-range value)."""
 
 
+def check_params(name: str, declared: Mapping[str, Setting], params: Mapping[str, Any]) -> dict[str, Any]:
+    """An operator's parameters (``vote(m, n=5)``) checked against its declaration and coerced to the
+    declared types. Only the declared keys are taken, the generation keys included: an operator's
+    parameters are its own, a ``max_tokens=`` it does not read would be silently dropped."""
+    unknown = sorted(set(params) - set(declared))
+    if unknown:
+        close = difflib.get_close_matches(unknown[0], list(declared), n=3, cutoff=0.6)
+        hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
+        raise OperatorError(f"{name}: unknown parameter(s) {', '.join(unknown)}{hint} "
+                            f"(known: {', '.join(sorted(declared))}; see `harness models {name}`)")
+    try:
+        return check(name, declared, params)
+    except SettingError as exc:
+        raise OperatorError(str(exc)) from None
+
+
 def _spec_value(value: Any) -> str:
     return repr(value) if isinstance(value, str) else str(value)
 
 
 class Operator:
-    """Base class: subclasses set ``name`` and ``defaults`` and implement :meth:`run`."""
+    """Base class: subclasses set ``name`` and ``parameters`` (typed, with the reference code's
+    defaults) and implement :meth:`run`; :meth:`validate` checks the ranges."""
 
     name: str = ""
-    defaults: dict[str, Any] = {}
+    parameters: dict[str, Setting] = {}
     uses_judge: bool = False
     # params every operator accepts
-    common: dict[str, Any] = {"extract": "auto", "judge": None, "price_in": None, "price_out": None,
-                              "judge_max_tokens": 32}
+    common: dict[str, Setting] = {
+        "extract": Setting(str, "auto", "answer extractor: auto, gsm8k, mcq, code or text"),
+        "judge": Setting(str | None, None, "judge model spec, or 'last' (the last model judges; default: the "
+                         "first channel judges its own samples)"),
+        "price_in": Setting(NonNegativeFloat | None, None, "$ per 1M input tokens of every inner model"),
+        "price_out": Setting(NonNegativeFloat | None, None, "$ per 1M output tokens of every inner model"),
+        "judge_max_tokens": Setting(PositiveInt, 32, "most tokens of a judge's verdict"),
+    }
+
+    @classmethod
+    def declared(cls) -> dict[str, Setting]:
+        """Every parameter this operator takes (what ``@model(settings=...)`` is told)."""
+        return {**cls.common, **cls.parameters}
 
     def __init__(self, *channels: Model, **params: Any) -> None:
         if not channels:
             raise OperatorError(f"{self.name}: needs at least one model")
-        allowed = {**self.common, **self.defaults}
-        unknown = set(params) - set(allowed)
-        if unknown:
-            raise OperatorError(f"{self.name}: unknown parameter(s) {', '.join(sorted(unknown))}; "
-                                f"known: {', '.join(sorted(allowed))}")
+        allowed = self.declared()
+        checked = check_params(self.name, allowed, params)
         self.channels = list(channels)
-        self.params = {**allowed, **params}
+        self.params = {**{k: s.default for k, s in allowed.items()}, **checked}
         if self.params["judge"] == "last":  # the last positional model judges (and gets the -M settings)
             if len(self.channels) < 2:
                 raise OperatorError(f"{self.name}: judge='last' needs a generator model and a judge model")
@@ -100,18 +127,20 @@ class Operator:
     def validate(self) -> None:
         """Subclasses check their parameter ranges here (raise OperatorError)."""
 
+    # ranges (the declared types made the values ints and floats already); the refusals' wording
+    # ("n must be an integer in [1, 64]") is kept, which the core's "n=0 must be ..." would change
     def check_int(self, key: str, low: int, high: int | None = None) -> int:
-        value = self.params[key]
-        if not isinstance(value, int) or value < low or (high is not None and value > high):
+        value: int = self.params[key]
+        if value < low or (high is not None and value > high):
             rng = f">= {low}" if high is None else f"in [{low}, {high}]"
             raise OperatorError(f"{self.name}: {key} must be an integer {rng}, got {value!r}")
         return value
 
     def check_float(self, key: str, low: float, high: float) -> float:
-        value = self.params[key]
-        if not isinstance(value, int | float) or not low <= float(value) <= high:
+        value: float = self.params[key]
+        if not low <= value <= high:
             raise OperatorError(f"{self.name}: {key} must be a number in [{low}, {high}], got {value!r}")
-        return float(value)
+        return value
 
     async def generate(self, requests: Sequence[Request]) -> list[Output]:
         return list(await asyncio.gather(*(self._one(r) for r in requests)))

@@ -19,9 +19,10 @@ extractor instead of one extra "voter" LLM call (exact for answer-extractable ta
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Literal
 
-from harness.models.operators.base import Candidate, Episode, Operator, OperatorError, plurality
+from harness.backend_settings import Setting
+from harness.models.operators.base import Candidate, Episode, Operator, plurality
 from harness.registry import model
 
 
@@ -30,7 +31,8 @@ def _summary(cands: list[Candidate]) -> list[dict[str, Any]]:
 
 
 class _Sampling(Operator):
-    defaults = {"n": 5, "temperature": 0.7}
+    parameters = {"n": Setting(int, 5, "samples drawn (1 to 64)"),
+                  "temperature": Setting(float, 0.7, "sampling temperature of the samples (0 to 2)")}
 
     def validate(self) -> None:
         self.check_int("n", 1, 64)
@@ -75,12 +77,10 @@ class _Combining(_Sampling):
     weighted = True
     synthesis_temperature = 0.1
 
-    defaults = {"n": 5, "temperature": 0.7, "combine": "synthesis"}
-
-    def validate(self) -> None:
-        super().validate()
-        if self.params["combine"] not in ("synthesis", "answer"):
-            raise OperatorError(f"{self.name}: combine must be 'synthesis' or 'answer'")
+    parameters = {**_Sampling.parameters,
+                  "combine": Setting(Literal["synthesis", "answer"], "synthesis",
+                                     "synthesis (a call writes one answer from the samples) or answer (a vote over "
+                                     "their extracted answers, no synthesis call)")}
 
     async def run(self, ep: Episode) -> str:
         cands = await self.draw(ep)
@@ -142,7 +142,8 @@ class MRC(_Combining):
 class WeightedBoN(_Sampling):
     name = "wbon"
     uses_judge = True
-    defaults = {"n": 5, "temperature": 0.7, "softmax_t": 0.5}
+    parameters = {**_Sampling.parameters,
+                  "softmax_t": Setting(float, 0.5, "softmax temperature of the quality weights (0.001 to 100)")}
 
     def validate(self) -> None:
         super().validate()
@@ -174,15 +175,15 @@ def _factory(cls: type[Operator]):  # type: ignore[no-untyped-def]
     return make
 
 
-model("select", operator=True, description="Selection combining: N samples, judge each, keep the best (n=5)")(
-    _factory(Select))
-model("vote", operator=True, description="Majority vote over extracted answers of N samples (n=5, extract=auto)")(
-    _factory(Vote))
-model("self_consistency", operator=True, description="Self-consistency: same as vote (n=5, temperature=0.7)")(
-    _factory(SelfConsistency))
-model("egc", operator=True, description="Equal-gain (uniform) combining of N samples by synthesis (n=5)")(
-    _factory(EGC))
-model("mrc", operator=True, description="Maximal-ratio (quality-weighted) combining of N samples (n=5)")(
-    _factory(MRC))
-model("wbon", operator=True, description="Weighted best-of-N: answer clusters, softmax(q/0.5) weights (n=5)")(
-    _factory(WeightedBoN))
+model("select", operator=True, settings=Select.declared(), strict=True,
+      description="Selection combining: N samples, judge each, keep the best (n=5)")(_factory(Select))
+model("vote", operator=True, settings=Vote.declared(), strict=True,
+      description="Majority vote over extracted answers of N samples (n=5, extract=auto)")(_factory(Vote))
+model("self_consistency", operator=True, settings=SelfConsistency.declared(), strict=True,
+      description="Self-consistency: same as vote (n=5, temperature=0.7)")(_factory(SelfConsistency))
+model("egc", operator=True, settings=EGC.declared(), strict=True,
+      description="Equal-gain (uniform) combining of N samples by synthesis (n=5)")(_factory(EGC))
+model("mrc", operator=True, settings=MRC.declared(), strict=True,
+      description="Maximal-ratio (quality-weighted) combining of N samples (n=5)")(_factory(MRC))
+model("wbon", operator=True, settings=WeightedBoN.declared(), strict=True,
+      description="Weighted best-of-N: answer clusters, softmax(q/0.5) weights (n=5)")(_factory(WeightedBoN))

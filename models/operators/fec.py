@@ -10,6 +10,7 @@ generator bucket; the decoding call is synthesis overhead. Reference default rat
 
 from __future__ import annotations
 
+from harness.backend_settings import Setting
 from harness.models.operators import prompts
 from harness.models.operators.base import Episode, Operator
 from harness.registry import model
@@ -17,7 +18,7 @@ from harness.registry import model
 
 class FEC(Operator):
     name = "fec"
-    defaults = {"rate": 0.5}
+    parameters = {"rate": Setting(float, 0.5, "code rate: the nearest of the parity sets is used (0.01 to 1)")}
 
     def validate(self) -> None:
         self.check_float("rate", 0.01, 1.0)
@@ -42,6 +43,6 @@ class FEC(Operator):
         return decoded
 
 
-model("fec", operator=True,
+model("fec", operator=True, settings=FEC.declared(), strict=True,
       description="Structured redundant verification: parity calls at a code rate (0.5), then a decoding call")(
     lambda *m, **p: FEC(*m, **p))

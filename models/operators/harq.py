@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from harness.backend_settings import Setting
 from harness.models.operators import prompts
 from harness.models.operators.base import Candidate, Episode, Operator
 from harness.registry import model
@@ -23,7 +24,9 @@ from harness.registry import model
 class Chase(Operator):
     name = "chase"
     uses_judge = True
-    defaults = {"max_rounds": 5, "threshold": 0.85, "temperature": 0.7}
+    parameters = {"max_rounds": Setting(int, 5, "most rounds, the first included (1 to 50)"),
+                  "threshold": Setting(float, 0.85, "judged quality that ends the rounds (0 to 1)"),
+                  "temperature": Setting(float, 0.7, "sampling temperature of the retransmissions")}
 
     def validate(self) -> None:
         self.check_int("max_rounds", 1, 50)
@@ -52,7 +55,8 @@ class Chase(Operator):
 class IncrementalRedundancy(Operator):
     name = "ir"
     uses_judge = True
-    defaults = {"max_rounds": 5, "threshold": 0.85}
+    parameters = {"max_rounds": Setting(int, 5, "most rounds, the first included (1 to 50)"),
+                  "threshold": Setting(float, 0.85, "judged quality that ends the rounds (0 to 1)")}
 
     def validate(self) -> None:
         self.check_int("max_rounds", 1, 50)
@@ -84,9 +88,9 @@ class IncrementalRedundancy(Operator):
         return best.text
 
 
-model("chase", operator=True,
+model("chase", operator=True, settings=Chase.declared(), strict=True,
       description="HARQ Chase combining: resend until judge q >= 0.85 (max_rounds=5), else synthesize")(
     lambda *m, **p: Chase(*m, **p))
-model("ir", operator=True,
+model("ir", operator=True, settings=IncrementalRedundancy.declared(), strict=True,
       description="HARQ incremental redundancy: critic issues -> corrections, keep the best (max_rounds=5)")(
     lambda *m, **p: IncrementalRedundancy(*m, **p))

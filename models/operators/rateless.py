@@ -17,6 +17,9 @@ says whether the rule or the cap ended sampling.
 
 from __future__ import annotations
 
+from typing import Literal
+
+from harness.backend_settings import Setting
 from harness.models.operators.base import Candidate, Episode, Operator, OperatorError, plurality
 from harness.registry import model
 
@@ -38,7 +41,14 @@ def agreement(answers: list[str | None]) -> float:
 
 class Rateless(Operator):
     name = "rateless"
-    defaults = {"min_samples": 2, "max_samples": 10, "stop_at": 0.85, "lead": 0.20, "rule": "confidence"}
+    parameters = {
+        "min_samples": Setting(int, 2, "samples drawn before stopping is considered (1 to 1000)"),
+        "max_samples": Setting(int, 10, "most samples (1 to 1000, >= min_samples)"),
+        "stop_at": Setting(float, 0.85, "confidence (or agreement) that stops sampling (0 to 1)"),
+        "lead": Setting(float, 0.20, "quality lead of the best sample that decodes it alone (0 to 1)"),
+        "rule": Setting(Literal["confidence", "agreement"], "confidence", "stop on the judge's confidence or on "
+                        "answer agreement"),
+    }
 
     def validate(self) -> None:
         lo = self.check_int("min_samples", 1, 1000)
@@ -47,8 +57,6 @@ class Rateless(Operator):
             raise OperatorError("rateless: max_samples must be >= min_samples")
         self.check_float("stop_at", 0.0, 1.0)
         self.check_float("lead", 0.0, 1.0)
-        if self.params["rule"] not in ("confidence", "agreement"):
-            raise OperatorError("rateless: rule must be 'confidence' or 'agreement'")
         self.uses_judge = self.params["rule"] == "confidence"
 
     async def run(self, ep: Episode) -> str:
@@ -98,6 +106,6 @@ class Rateless(Operator):
         return (await ep.synthesize(near, weighted=True, temperature=0.1)).text
 
 
-model("rateless", operator=True,
+model("rateless", operator=True, settings=Rateless.declared(), strict=True,
       description="Rateless sampling: sample until confidence >= 0.85 (min 2, max 10), rule=confidence|agreement")(
     lambda *m, **p: Rateless(*m, **p))

@@ -19,8 +19,9 @@ from typing import Any
 
 import numpy as np
 
+from harness.backend_settings import Setting
 from harness.model import Model
-from harness.models.operators.base import OperatorError
+from harness.models.operators.base import OperatorError, check_params
 from harness.models.operators.cost import Call, cost_split
 from harness.models.operators.router import SemKNNRouter, default_embed
 from harness.registry import model
@@ -42,6 +43,12 @@ def load_router(path: str | Path) -> tuple[SemKNNRouter, list[str]]:
     router.quality = data["quality"]
     router.cost = data["cost"]
     return router, [str(s) for s in data["specs"]]
+
+
+PARAMETERS = {
+    "router": Setting(str | None, None, "the router file `harness reliability fit-router` wrote (required)"),
+    "lam": Setting(float, 0.0, "cost weight: each prompt goes to argmax kNN quality - lam x cost"),
+}
 
 
 class SemKNNOperator:
@@ -91,7 +98,7 @@ class SemKNNOperator:
             await close_model(t)
 
 
-@model("semknn", operator=True,
+@model("semknn", operator=True, settings=PARAMETERS, strict=True,
        description="SemKNN router: route each prompt to argmax kNN quality - lam x cost (router='FILE', lam=0)")
 def semknn(*models: Any, **params: Any) -> SemKNNOperator:
-    return SemKNNOperator(*models, **params)
+    return SemKNNOperator(*models, **check_params("semknn", PARAMETERS, params))

@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from harness.backend_settings import Setting
 from harness.models.operators import prompts
 from harness.models.operators.base import Episode, Operator, OperatorError
 from harness.registry import model
@@ -28,8 +29,14 @@ from harness.registry import model
 class Turbo(Operator):
     name = "turbo"
     uses_judge = True
-    defaults = {"max_rounds": 6, "threshold": 0.90, "alpha": 0.5, "max_corrections": 2, "severity_floor": "major",
-                "max_regressions": 2}
+    parameters = {
+        "max_rounds": Setting(int, 6, "most rounds, round 0 included (1 to 50)"),
+        "threshold": Setting(float, 0.90, "judged quality that ends the loop (0 to 1)"),
+        "alpha": Setting(float, 0.5, "damping: share of the critic's issues applied (0.01 to 1)"),
+        "max_corrections": Setting(int, 2, "most issues applied per round (1 to 100)"),
+        "severity_floor": Setting(str, "major", f"issues below this are dropped: {', '.join(prompts.SEVERITY_ORDER)}"),
+        "max_regressions": Setting(int, 2, "consecutive regressions that end the loop (1 to 100)"),
+    }
 
     def validate(self) -> None:
         self.check_int("max_rounds", 1, 50)
@@ -92,6 +99,6 @@ class Turbo(Operator):
         return best.text
 
 
-model("turbo", operator=True,
+model("turbo", operator=True, settings=Turbo.declared(), strict=True,
       description="Generator-critic decoding: damped corrections (alpha=0.5), stop after 2 regressions, keep best")(
     lambda *m, **p: Turbo(*m, **p))

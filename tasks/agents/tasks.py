@@ -11,6 +11,7 @@ split: ``demos`` (a file from ``harness agents record``) or ``demo_episodes`` / 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from harness.registry import task
@@ -24,38 +25,27 @@ VERSION = "1"
 DEMO_SEED = 100_000  # demonstration worlds start here: far from any test seed a user is likely to pick
 
 
-def _int(options: dict[str, Any], key: str, default: int, lo: int, hi: int) -> int:
-    raw = options.pop(key, default)
-    try:
-        value = int(raw)
-    except (TypeError, ValueError):
-        raise ValueError(f"-T {key} must be an integer, got {raw!r}") from None
-    if not lo <= value <= hi:
-        raise ValueError(f"-T {key} must be in [{lo}, {hi}], got {value}")
-    return value
+def _read(kind: type[Any], value: Any) -> Any:
+    """A ``-T`` value as its annotation's type. The annotation is checked before the factory runs
+    (:func:`harness.run_config.check_option_types`), which hands the value over as given: this reads a
+    quoted ``"8"`` or a ``yes`` by the same rules."""
+    from pydantic import TypeAdapter
+
+    return TypeAdapter(kind).validate_python(value)
 
 
-def _float(options: dict[str, Any], key: str, default: float, lo: float, hi: float) -> float:
-    raw = options.pop(key, default)
-    try:
-        value = float(raw)
-    except (TypeError, ValueError):
-        raise ValueError(f"-T {key} must be a number, got {raw!r}") from None
-    if not lo <= value <= hi:
-        raise ValueError(f"-T {key} must be in [{lo:g}, {hi:g}], got {value:g}")
-    return value
+def _ranged(key: str, value: Any, lo: int, hi: int) -> int:
+    number: int = _read(int, value)
+    if not lo <= number <= hi:
+        raise ValueError(f"-T {key} must be in [{lo}, {hi}], got {number}")
+    return number
 
 
-def _bool(options: dict[str, Any], key: str, default: bool) -> bool:
-    raw = options.pop(key, default)
-    if isinstance(raw, bool):
-        return raw
-    text = str(raw).strip().lower()
-    if text in ("1", "true", "yes", "on"):
-        return True
-    if text in ("0", "false", "no", "off"):
-        return False
-    raise ValueError(f"-T {key} must be true or false, got {raw!r}")
+def _ranged_float(key: str, value: Any, lo: float, hi: float) -> float:
+    number: float = _read(float, value)
+    if not lo <= number <= hi:
+        raise ValueError(f"-T {key} must be in [{lo:g}, {hi:g}], got {number:g}")
+    return number
 
 
 def _reject_unknown(options: dict[str, Any], known: tuple[str, ...]) -> None:
@@ -72,24 +62,36 @@ KNOWN = ("episodes", "max_steps", "seed", "image", "keep_frames", "step_timeout"
          "demo_episodes", "demo_seed", "corrupt", "goals")
 
 
-def _common(options: dict[str, Any], default_steps: int) -> tuple[int, int, EpisodeConfig]:
-    episodes = _int(options, "episodes", 10, 1, 100_000)
-    seed = _int(options, "seed", 0, 0, 2**31 - 200_000)
-    cfg = EpisodeConfig(max_steps=_int(options, "max_steps", default_steps, 1, 100_000),
-                        image=_bool(options, "image", True), keep_frames=_bool(options, "keep_frames", False),
-                        step_timeout=_float(options, "step_timeout", 60.0, 0.001, 86_400.0),
-                        episode_timeout=_float(options, "episode_timeout", 1800.0, 0.001, 864_000.0))
-    return episodes, seed, cfg
+@dataclass(frozen=True)
+class _Options:
+    """The options both tasks take, read and range-checked once."""
+
+    episodes: int
+    seed: int
+    cfg: EpisodeConfig
+    demos: str | None
+    demo_episodes: int
+    demo_seed: int
+    corrupt: float
 
 
-def _train_split(options: dict[str, Any], goals: list[str | None],
-                 max_steps: int) -> tuple[Callable[[], list[Sample]], str]:
+def _common(episodes: Any, max_steps: Any, seed: Any, image: Any, keep_frames: Any, step_timeout: Any,
+            episode_timeout: Any, demos: Any, demo_episodes: Any, demo_seed: Any, corrupt: Any) -> _Options:
+    cfg = EpisodeConfig(max_steps=_ranged("max_steps", max_steps, 1, 100_000), image=_read(bool, image),
+                        keep_frames=_read(bool, keep_frames),
+                        step_timeout=_ranged_float("step_timeout", step_timeout, 0.001, 86_400.0),
+                        episode_timeout=_ranged_float("episode_timeout", episode_timeout, 0.001, 864_000.0))
+    return _Options(episodes=_ranged("episodes", episodes, 1, 100_000), seed=_ranged("seed", seed, 0, 2**31 - 200_000),
+                    cfg=cfg, demos=str(demos) if demos else None,
+                    demo_episodes=_ranged("demo_episodes", demo_episodes, 1, 10_000),
+                    demo_seed=_ranged("demo_seed", demo_seed, 0, 2**31 - 100_000),
+                    corrupt=_ranged_float("corrupt", corrupt, 0.0, 1.0))
+
+
+def _train_split(opts: _Options, goals: list[str | None], max_steps: int) -> tuple[Callable[[], list[Sample]], str]:
     from harness.tasks.agents import demos
 
-    path = options.pop("demos", None)
-    n = _int(options, "demo_episodes", 8, 1, 10_000)
-    demo_seed = _int(options, "demo_seed", DEMO_SEED, 0, 2**31 - 100_000)
-    corrupt = _float(options, "corrupt", 0.0, 0.0, 1.0)
+    path, n, demo_seed, corrupt = opts.demos, opts.demo_episodes, opts.demo_seed, opts.corrupt
     if path:
         def load_file() -> list[Sample]:
             return demos.as_samples(demos.read(str(path)))
@@ -137,11 +139,21 @@ _EPISODE_METRICS = {
 
 @task("crafter", description="Crafter free play: 22 achievements, Crafter score (geometric mean of success rates)",
       family="agents")
-def crafter_task(**options: Any) -> Task:
-    options = dict(options)
-    episodes, seed, cfg = _common(options, 10_000)
-    train, train_key = _train_split(options, [None], min(cfg.max_steps, 1000))
-    _reject_unknown(options, KNOWN)
+def crafter_task(episodes: int = 10, max_steps: int = 10_000, seed: int = 0, image: bool = True,
+                 keep_frames: bool = False, step_timeout: float = 60.0, episode_timeout: float = 1800.0,
+                 demos: str | None = None, demo_episodes: int = 8, demo_seed: int = DEMO_SEED, corrupt: float = 0.0,
+                 **unknown: Any) -> Task:
+    """Options: ``episodes``: episodes to play; ``max_steps``: steps per episode (Crafter's own
+    length is 10000); ``seed``: episode i plays world seed + i; ``image``: send
+    the frame (false: text only); ``keep_frames``: every step's PNG, not only the thumbnail strip;
+    ``step_timeout``: seconds per step; ``episode_timeout``: seconds per episode; ``demos``: the train
+    split's file (from `harness agents record`); ``demo_episodes``: demonstrations recorded in-process
+    without one; ``demo_seed``: their first world; ``corrupt``: share of their steps corrupted"""
+    _reject_unknown(unknown, KNOWN)  # here, not by Python: the refusal names the closest option
+    opts = _common(episodes, max_steps, seed, image, keep_frames, step_timeout, episode_timeout, demos,
+                   demo_episodes, demo_seed, corrupt)
+    episodes, seed, cfg = opts.episodes, opts.seed, opts.cfg
+    train, train_key = _train_split(opts, [None], min(cfg.max_steps, 1000))
     samples = [_placeholder(f"crafter-s{seed + i}", seed + i) for i in range(episodes)]
 
     async def score(sample: Sample, output: Output, ctx: ScoreContext) -> Score:
@@ -178,18 +190,28 @@ def crafter_task(**options: Any) -> Task:
 
 @task("crafter_instruct", description="Crafter with a stated goal per episode (collect wood, place a table, ...): "
       "success rate per goal", family="agents")
-def crafter_instruct_task(**options: Any) -> Task:
-    options = dict(options)
-    raw_goals = str(options.pop("goals", ",".join(GOALS)))
-    goals = [g.strip() for g in raw_goals.split(",") if g.strip()]
-    bad = [g for g in goals if g not in GOALS]
-    if bad or not goals:
+def crafter_instruct_task(goals: str = ",".join(GOALS), episodes: int = 10, max_steps: int = 150, seed: int = 0,
+                          image: bool = True, keep_frames: bool = False, step_timeout: float = 60.0,
+                          episode_timeout: float = 1800.0, demos: str | None = None, demo_episodes: int = 8,
+                          demo_seed: int = DEMO_SEED, corrupt: float = 0.0, **unknown: Any) -> Task:
+    """Options: ``goals``: a comma list of goal names; ``episodes``: episodes to play per goal;
+    ``max_steps``: steps per episode; ``seed``: episode i plays world seed + i; ``image``: send the
+    frame (false: text only); ``keep_frames``: every step's PNG, not only the thumbnail strip;
+    ``step_timeout``: seconds per step; ``episode_timeout``: seconds per episode; ``demos``: the train
+    split's file (from `harness agents record`); ``demo_episodes``: demonstrations recorded in-process
+    without one; ``demo_seed``: their first world; ``corrupt``: share of their steps corrupted"""
+    raw_goals = str(goals)
+    names = [g.strip() for g in raw_goals.split(",") if g.strip()]
+    bad = [g for g in names if g not in GOALS]
+    if bad or not names:
         raise ValueError(f"unknown goal {bad[0] if bad else raw_goals!r}; choose from {', '.join(GOALS)}")
-    episodes, seed, cfg = _common(options, 150)
-    train, train_key = _train_split(options, list(goals), cfg.max_steps)
-    _reject_unknown(options, KNOWN)
+    _reject_unknown(unknown, KNOWN)
+    opts = _common(episodes, max_steps, seed, image, keep_frames, step_timeout, episode_timeout, demos,
+                   demo_episodes, demo_seed, corrupt)
+    episodes, seed, cfg = opts.episodes, opts.seed, opts.cfg
+    train, train_key = _train_split(opts, list(names), cfg.max_steps)
     samples = [_placeholder(f"{g}-s{seed + i}", seed + i, goal=g, goal_text=GOALS[g])
-               for g in goals for i in range(episodes)]
+               for g in names for i in range(episodes)]
 
     async def score(sample: Sample, output: Output, ctx: ScoreContext) -> Score:
         traj, failed = await _score_episode(sample, output, ctx, cfg)
@@ -209,5 +231,5 @@ def crafter_instruct_task(**options: Any) -> Task:
     return Task(version=VERSION, load=lambda: list(samples), score=score, prompt=lambda s: first_request(s, cfg),
                 primary_metric="success", metrics=metrics, breakdowns=("goal",), train=train,
                 modalities=frozenset({"text", "image"} if cfg.image else {"text"}),
-                content_hash=stable_hash(["crafter_instruct", VERSION, CRAFTER_VERSION, goals, episodes, seed,
+                content_hash=stable_hash(["crafter_instruct", VERSION, CRAFTER_VERSION, names, episodes, seed,
                                           cfg.max_steps, cfg.image, train_key]))

@@ -21,19 +21,36 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Annotated, Any, Literal
 
-from harness.modelspec import validate_settings as check_settings
+from pydantic import Field
+
+from harness.backend_settings import NonNegativeFloat, PositiveInt, Probability, Setting
+from harness.modelspec import validate_settings
 from harness.registry import model
+from harness.tasks.causal.ncm import NCMConfig
 from harness.types import Output, Request, Usage
 
 _LP_TOL_SAMPLE = 0.02  # a member is kept if its least L1 violation is within this of the best member's
-
-
-def _ncm_keys() -> list[str]:
-    from harness.tasks.causal.ncm import NCMConfig
-
-    return [f.name for f in fields(NCMConfig)] + ["kl_tol"]
+PositiveFloat = Annotated[float, Field(gt=0)]
+_NCM = NCMConfig()
+NCM_SETTINGS = {
+    "iters": Setting(PositiveInt, _NCM.iters, "training iterations per NCM"),
+    "lr": Setting(PositiveFloat, _NCM.lr, "learning rate"),
+    "width": Setting(PositiveInt, _NCM.width, "hidden units of each mechanism"),
+    "latent_dim": Setting(PositiveInt, _NCM.latent_dim, "latent noise dimension"),
+    "latent_points": Setting(PositiveInt, _NCM.latent_points, "latent samples per step"),
+    "lam_start": Setting(NonNegativeFloat, _NCM.lam_start, "weight of the query term at the start"),
+    "lam_end": Setting(NonNegativeFloat, _NCM.lam_end, "weight of the query term at the end"),
+    "anneal": Setting(Probability, _NCM.anneal, "share of the iterations over which lambda anneals"),
+    "restarts": Setting(PositiveInt, _NCM.restarts, "seeds per sense, trained side by side"),
+    "seed": Setting(int, _NCM.seed, "training seed"),
+    "kl_tol": Setting(PositiveFloat, 5e-4, "a member is kept when its fit's KL is within this"),
+}
+LP_SETTINGS = {
+    "information": Setting(Literal["pag", "known_graph"], "pag", "bounds:lp: union over the PAG's maximal members, "
+                           "or the true diagram"),
+}
 
 
 @dataclass
@@ -46,15 +63,8 @@ class BoundsModel:
     cacheable: bool = True  # deterministic given the request and settings
     modalities: frozenset[str] = frozenset({"text"})
 
-    def _ncm_config(self) -> Any:
-        from harness.tasks.causal.ncm import NCMConfig
-
-        kw: dict[str, Any] = {}
-        for f in fields(NCMConfig):
-            if f.name in self.settings:
-                default: Any = f.default  # every config field has a plain default
-                kw[f.name] = type(default)(self.settings[f.name])
-        return NCMConfig(**kw)
+    def _ncm_config(self) -> NCMConfig:
+        return NCMConfig(**{f.name: self.settings[f.name] for f in fields(NCMConfig) if f.name in self.settings})
 
     def answer(self, request: Request) -> dict[str, Any]:
         from harness.tasks.causal.graphs import check_pag, maximal
@@ -84,7 +94,7 @@ class BoundsModel:
 
             torch.set_num_threads(1)  # tiny networks: threads cost more than they give
             res = ncm_bounds(members, p, prob.query, self._ncm_config(),
-                             kl_tol=float(self.settings.get("kl_tol", 5e-4)))
+                             kl_tol=self.settings.get("kl_tol", NCM_SETTINGS["kl_tol"].default))
             out |= {"lower": res.lower, "upper": res.upper, "diagrams": res.diagrams, "trained": res.trained,
                     "kl": res.kl, "poor_fit": res.poor_fit}
         out["seconds"] = time.perf_counter() - t0
@@ -109,30 +119,30 @@ def _spec(name: str, settings: dict[str, Any]) -> str:
     return name + (f"?{shown}" if shown else "")
 
 
-@model("pncm", kind="method",
+@model("pncm", kind="method", settings=NCM_SETTINGS, strict=True,
        description="P-NCM: NCMs over the PAG's causal diagrams, min/max of the query (bounds under a PAG)")
 def pncm_backend(path: str | None, **settings: Any) -> BoundsModel:
     if path not in (None, "", "default"):
         raise ValueError(f"pncm takes no variant (got {path!r}); write pncm")
-    check_settings("pncm", settings, _ncm_keys())
+    settings = validate_settings("pncm", settings, NCM_SETTINGS)  # a factory called directly is checked too
     return BoundsModel("pncm", dict(settings), _spec("pncm", settings))
 
 
-@model("ncm", kind="method", description="NCM on the true causal diagram (oracle): ncm:known_graph")
+@model("ncm", kind="method", settings=NCM_SETTINGS, strict=True,
+       description="NCM on the true causal diagram (oracle): ncm:known_graph")
 def ncm_backend(path: str | None, **settings: Any) -> BoundsModel:
     if path != "known_graph":
         raise ValueError(f"unknown ncm variant {path!r}; write ncm:known_graph (the PAG-constrained class is pncm)")
-    check_settings("ncm", settings, _ncm_keys())
+    settings = validate_settings("ncm", settings, NCM_SETTINGS)  # a factory called directly is checked too
     return BoundsModel("ncm_known", dict(settings), _spec("ncm:known_graph", settings))
 
 
-@model("bounds", kind="method",
+@model("bounds", kind="method", settings=LP_SETTINGS, strict=True,
        description="Closed-form bounds: bounds:lp (sharp response-function LP; -M information=pag|"
                    "known_graph), bounds:manski (no assumptions)")
 def bounds_backend(path: str | None, **settings: Any) -> BoundsModel:
     if path not in ("lp", "manski"):
         raise ValueError(f"unknown bounds variant {path!r}; choose lp or manski")
-    check_settings(f"bounds:{path}", settings, ["information"] if path == "lp" else [])
-    if settings.get("information", "pag") not in ("pag", "known_graph"):
-        raise ValueError(f"unknown information {settings['information']!r}; choose pag or known_graph")
+    # the union is declared; manski takes none of it
+    settings = validate_settings(f"bounds:{path}", settings, LP_SETTINGS if path == "lp" else {})
     return BoundsModel(path, dict(settings), _spec(f"bounds:{path}", settings))

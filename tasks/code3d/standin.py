@@ -59,12 +59,12 @@ class StandIn:
 
 
 @model("code3d-standin", kind="stub", description="Stand-in Blender code for the shipped reference objects: "
-       "code3d-standin:faithful | dropped (its last part removed)")
+       "code3d-standin:faithful | dropped (its last part removed)", settings={}, strict=True)
 def code3d_standin(path: str | None = None, **settings: object) -> StandIn:
     kind = path or "faithful"
     if kind not in KINDS:
         raise ValueError(f"unknown code3d-standin kind {kind!r}; one of {', '.join(KINDS)}")
-    if settings:
+    if settings:  # generation keys too: the scripts are canned, a temperature would silently change nothing
         raise ValueError(f"code3d-standin takes no settings (got {', '.join(sorted(settings))})")
     scripts = {item.description: _without_comments(item.script) for item in load_offline()}
     return StandIn(kind=kind, spec=f"code3d-standin:{kind}", scripts=scripts)

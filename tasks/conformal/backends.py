@@ -20,9 +20,11 @@ from __future__ import annotations
 import difflib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any
 
-from harness.client import GENERATION_KEYS
+from pydantic import Field
+
+from harness.backend_settings import PositiveInt, Setting
 from harness.modelspec import validate_settings
 from harness.registry import model
 from harness.tasks.conformal.forecasters import FORECASTERS
@@ -31,8 +33,23 @@ from harness.tasks.conformal.online import encode, run_online
 from harness.tasks.conformal.streams import nan_steps, parse_levels
 from harness.types import Output, Request, Usage, options_part
 
-GENERATION = GENERATION_KEYS  # applied to requests by the model client; nothing for the method
-SETTINGS = {"lr", "wealth", "grid", "gamma", "sigma", "eta", "lifetime"}
+PositiveFloat = Annotated[float, Field(gt=0)]
+# every method's keys (the union is what ``@model`` declares); a key of another method is refused by
+# _settings, naming the ones this method takes
+SETTINGS = {
+    "lr": Setting(PositiveFloat, DEFAULTS["pnorm"]["lr"], "ogd*, pnorm: step = lr x the burn-in score scale",
+                  expect="a positive number"),
+    "wealth": Setting(PositiveFloat, DEFAULTS["up"]["wealth"], "up: initial wealth in units of the score scale",
+                      expect="a positive number"),
+    "grid": Setting(PositiveInt, DEFAULTS["up"]["grid"], "up: betting fractions"),
+    "gamma": Setting(PositiveFloat, DEFAULTS["aci"]["gamma"], "aci, aci_clipped: step size",
+                     expect="a positive number"),
+    "sigma": Setting(Annotated[float, Field(gt=0, le=1)], DEFAULTS["dtaci"]["sigma"], "dtaci: mixing rate",
+                     expect="a mixing rate in (0, 1]"),
+    "eta": Setting(PositiveFloat, DEFAULTS["dtaci"]["eta"], "dtaci: learning rate", expect="a positive number"),
+    "lifetime": Setting(PositiveInt, DEFAULTS["saocp"]["lifetime"], "saocp: expert lifetime multiplier",
+                        expect="a whole number >= 1"),
+}
 
 
 def _stream_options(request: Request) -> dict[str, Any]:
@@ -77,29 +94,18 @@ class OnlineConformal:
 
 
 def _settings(method: str, settings: dict[str, Any]) -> dict[str, float]:
-    validate_settings(f"ocp:{method}", settings, SETTINGS)
-    out: dict[str, float] = {}
-    for key, value in settings.items():
-        if key in GENERATION:
-            continue
-        if key not in DEFAULTS[method]:
+    """The method's settings, typed by the declaration; a key of another method is refused."""
+    for key in settings:
+        if key in SETTINGS and key not in DEFAULTS[method]:
             raise ValueError(f"ocp:{method}: setting {key!r} does not apply (it takes {', '.join(DEFAULTS[method])})")
-        try:
-            out[key] = float(value)
-        except (TypeError, ValueError):
-            raise ValueError(f"ocp:{method}: {key} must be a number, got {value!r}") from None
-        if out[key] <= 0:
-            raise ValueError(f"ocp:{method}: {key} must be positive, got {value!r}")
-        if key == "sigma" and out[key] > 1:
-            raise ValueError(f"ocp:{method}: sigma is a mixing rate in (0, 1], got {value!r}")
-        if key == "lifetime" and (out[key] < 1 or out[key] != int(out[key])):
-            raise ValueError(f"ocp:{method}: lifetime must be a whole number >= 1, got {value!r}")
-    return out
+    # a factory called directly is checked too (build_model checked the union already)
+    checked = validate_settings(f"ocp:{method}", settings, {k: SETTINGS[k] for k in DEFAULTS[method]})
+    return {k: v for k, v in checked.items() if k in SETTINGS}
 
 
 @model("ocp", kind="method",
        description="Multi-level online conformal prediction: ocp:pnorm | up | ogd | ogd_sorted | ogd_lazy "
-                   "| aci | aci_clipped | dtaci | saocp")
+                   "| aci | aci_clipped | dtaci | saocp", settings=SETTINGS, strict=True)
 def ocp(path: str | None, **settings: Any) -> OnlineConformal:
     method = path or "pnorm"
     if method not in METHODS:

@@ -44,7 +44,8 @@ class DecisionMaker:
         return [self.run_one(r) for r in requests]
 
 
-@model("twostep", kind="agent", description="2-Step Agent decision makers: twostep:bayes | no_support | naive")
+@model("twostep", kind="agent", description="2-Step Agent decision makers: twostep:bayes | no_support | naive",
+       settings={}, strict=True)
 def twostep(path: str | None, **settings: Any) -> DecisionMaker:
     agent = path or "bayes"
     if agent not in AGENTS:
@@ -52,5 +53,5 @@ def twostep(path: str | None, **settings: Any) -> DecisionMaker:
         hint = f"; did you mean {close[0]!r}?" if close else ""
         raise ValueError(f"unknown twostep agent {agent!r}{hint} (choose bayes, no_support or naive)")
     spec = f"twostep:{agent}"
-    validate_settings(spec, settings, ())
+    validate_settings(spec, settings, {})  # only the generation keys; a factory called directly is checked too
     return DecisionMaker(agent, spec)

@@ -19,11 +19,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.backend_settings import PositiveInt, Setting
+from harness.modelspec import validate_settings
 from harness.registry import model
 from harness.safeload import check_structure, load_pickle
 from harness.tasks.dsgg.trs import OBJECTS_MARK
 from harness.types import Output, Request, Sample, Usage
 
+PRIOR_SETTINGS = {
+    "per_group": Setting(PositiveInt, 1, "predicates kept per object pair and predicate group"),
+    "top": Setting(PositiveInt, 20, "relations kept when the prompt names no objects"),
+}
 _FRAMES = re.compile(r"has (\d+) annotated frames")
 AG_GROUPS = [(0, 3), (3, 9), (9, 26)]
 
@@ -151,14 +157,17 @@ def _plain(x: Any) -> Any:
     return x
 
 
-@model("dsgg-prior", kind="method", description="DSGG frequency-prior baseline (fit on the task's train split)")
+@model("dsgg-prior", kind="method", description="DSGG frequency-prior baseline (fit on the task's train split)",
+       settings=PRIOR_SETTINGS, strict=True)
 def dsgg_prior(path: str | None = None, **settings: Any) -> FrequencyPrior:
-    per_group, top = int(settings.get("per_group", 1)), int(settings.get("top", 20))
+    settings = validate_settings("dsgg-prior", settings, PRIOR_SETTINGS)  # a factory called directly is checked too
+    per_group, top = settings.get("per_group", 1), settings.get("top", 20)
     extra = "&".join(f"{k}={v}" for k, v, d in (("per_group", per_group, 1), ("top", top, 20)) if v != d)
     return FrequencyPrior(spec="dsgg-prior:freq" + (f"?{extra}" if extra else ""), per_group=per_group, top=top)
 
 
-@model("dsgg-replay", kind="method", description="Replay stored DSGG predictions: dsgg-replay:<file.json|.pkl>")
+@model("dsgg-replay", kind="method", description="Replay stored DSGG predictions: dsgg-replay:<file.json|.pkl>",
+       settings={}, strict=True)
 def dsgg_replay(path: str | None = None, **settings: Any) -> Replay:
     if not path:
         raise ValueError("dsgg-replay needs a file: dsgg-replay:<predictions.json|.pkl>")

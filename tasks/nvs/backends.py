@@ -21,20 +21,20 @@ the train views and the bytes of their images.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from harness import fit_cache
+from harness.backend_settings import Setting
 from harness.modelspec import validate_settings
 from harness.registry import model
 from harness.tasks.nvs.backends_common import (
     FITS,
     ViewError,
     artifacts_dir,
-    as_bool,
-    as_float,
     as_int,
+    between,
     error_outputs,
     load_images,
     scene_samples,
@@ -44,34 +44,39 @@ from harness.tasks.nvs.backends_common import (
     write_gaussians,
     write_render,
 )
+from harness.tasks.nvs.ff_backend import SETTINGS as FF_SETTINGS
 from harness.types import Output, Request, Sample, Usage
 
 GS_PATHS = {"sh": "sh", "neural_color": "neural"}
-GS_SETTINGS = ("steps", "gaussians", "patch", "lr", "sh_degree", "lipschitz", "hidden", "seed", "device", "cache")
+GS_SETTINGS = {
+    # steps keeps the backend's own check (backends_common.as_int): its refusal's wording is matched
+    "steps": Setting(Any, 400, "training steps, an integer between 1 and 1000000"),
+    "gaussians": between(int, 1, 2_000_000, 2000, "Gaussians fitted"),
+    "patch": between(int, 4, 4096, 32, "side of the random patch rendered per step, px"),
+    "lr": between(float, 1e-6, 100.0, 1.0, "multiplier of every per-parameter learning rate"),
+    "sh_degree": between(int, 0, 1, 1, "gs:sh: spherical-harmonic degree of the colour"),
+    "lipschitz": between(float, 1e-3, 1e4, 20.0, "gs:neural_color: Lipschitz bound of the colour field"),
+    "hidden": between(int, 4, 1024, 64, "gs:neural_color: hidden units of the colour field"),
+    "seed": between(int, 0, 2**31 - 1, 0, "fit seed"),
+    "device": Setting(str, "cpu", "torch device (cuda on a GPU machine)"),
+    "cache": Setting(bool, True, "reuse a cached fit"),
+}
 FF_PATHS = ("consistency",)
-FF_SETTINGS = ("tokens", "steps", "width", "seed", "device", "cache", "lr")
 
 
 def gs_config(path: str, settings: dict[str, Any]) -> Any:
     from harness.tasks.nvs.gs_model import GSConfig
 
     name = f"gs:{path}"
-    validate_settings(name, settings, GS_SETTINGS)
     if path == "sh" and "lipschitz" in settings:
         raise ValueError("gs:sh: lipschitz applies to gs:neural_color only")
     if path == "neural_color" and "sh_degree" in settings:
         raise ValueError("gs:neural_color: sh_degree applies to gs:sh only")
+    settings = validate_settings(name, settings, GS_SETTINGS)  # a factory called directly is checked too
     kw: dict[str, Any] = {"color": GS_PATHS[path]}
-    ints = {"steps": (1, 1_000_000), "gaussians": (1, 2_000_000), "patch": (4, 4096), "sh_degree": (0, 1),
-            "hidden": (4, 1024), "seed": (0, 2**31 - 1)}
-    for key, (lo, hi) in ints.items():
-        if key in settings:
-            kw[key] = as_int(name, key, settings[key], lo, hi)
-    for key, (flo, fhi) in {"lr": (1e-6, 100.0), "lipschitz": (1e-3, 1e4)}.items():
-        if key in settings:
-            kw[key] = as_float(name, key, settings[key], flo, fhi)
-    if "device" in settings:
-        kw["device"] = str(settings["device"])
+    kw.update({k: v for k, v in settings.items() if k in GS_SETTINGS and k not in ("steps", "cache")})
+    if "steps" in settings:
+        kw["steps"] = as_int(name, "steps", settings["steps"], 1, 1_000_000)
     return GSConfig(**kw)
 
 
@@ -165,7 +170,7 @@ class GaussianBackend:
         return [self.render_one(r) for r in requests]
 
 
-def _spec(base: str, settings: dict[str, Any], keys: Sequence[str]) -> str:
+def _spec(base: str, settings: dict[str, Any], keys: Collection[str]) -> str:
     shown = {k: v for k, v in sorted(settings.items()) if k in keys and k not in ("cache", "device")}
     return base + ("?" + "&".join(f"{k}={v}" for k, v in shown.items()) if shown else "")
 
@@ -178,8 +183,8 @@ def gs_backend(path: str | None, **settings: Any) -> GaussianBackend:
     if path not in GS_PATHS:
         raise ValueError(f"unknown gs path {path!r}; choose one of {', '.join(GS_PATHS)}")
     cfg = gs_config(path, settings)
-    use_cache = as_bool(f"gs:{path}", "cache", settings.get("cache", True))
-    return GaussianBackend(path, cfg, use_cache, spec=_spec(f"gs:{path}", settings, GS_SETTINGS))
+    settings = validate_settings(f"gs:{path}", settings, GS_SETTINGS)
+    return GaussianBackend(path, cfg, settings.get("cache", True), spec=_spec(f"gs:{path}", settings, GS_SETTINGS))
 
 
 @model("ff", kind="method",
@@ -192,6 +197,6 @@ def ff_backend(path: str | None, **settings: Any) -> Any:
     if path not in FF_PATHS:
         raise ValueError(f"unknown ff path {path!r}; choose one of {', '.join(FF_PATHS)}")
     cfg = ff_config(settings)
-    use_cache = as_bool("ff:consistency", "cache", settings.get("cache", True))
+    settings = validate_settings("ff:consistency", settings, FF_SETTINGS)
     spec = _spec("ff:consistency", {"tokens": str(cfg.tokens).lower(), **settings}, FF_SETTINGS)
-    return FeedForwardBackend(cfg, use_cache, spec=spec)
+    return FeedForwardBackend(cfg, settings.get("cache", True), spec=spec)

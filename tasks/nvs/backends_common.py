@@ -16,9 +16,12 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import Field
 
 from harness import fit_cache
+from harness.backend_settings import Setting
 from harness.stored_paths import stored_path
 from harness.tasks.nvs.scenes import Camera, SceneError
 from harness.types import Message, Output, Sample, stable_hash
@@ -136,21 +139,21 @@ def error_outputs(message: str, n: int) -> list[Output]:
     return [Output(error=message) for _ in range(n)]
 
 
+def between(tp: type[int] | type[float], low: float, high: float, default: Any, doc: str) -> Setting:
+    """A setting of type ``tp`` (int or float) bounded to [low, high], refused as "... between LOW and HIGH"."""
+    bounds = Field(ge=low, le=high)
+    if tp is int:
+        return Setting(Annotated[int, bounds], default, doc, expect=f"an integer between {int(low)} and {int(high)}")
+    return Setting(Annotated[float, bounds], default, doc, expect=f"a number between {low:g} and {high:g}")
+
+
+# two settings keep their own checks: their refusals' wording ("steps must be an integer", "tokens must be
+# true or false") is what scripts and tests match, and the core words a refusal "steps='x' must be ..."
 def as_int(backend: str, key: str, value: Any, low: int, high: int) -> int:
     try:
         out = int(value)
     except (TypeError, ValueError):
         raise ValueError(f"{backend}: {key} must be an integer, got {value!r}") from None
-    if not low <= out <= high:
-        raise ValueError(f"{backend}: {key} must be between {low} and {high}, got {out}")
-    return out
-
-
-def as_float(backend: str, key: str, value: Any, low: float, high: float) -> float:
-    try:
-        out = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{backend}: {key} must be a number, got {value!r}") from None
     if not low <= out <= high:
         raise ValueError(f"{backend}: {key} must be between {low} and {high}, got {out}")
     return out
@@ -168,5 +171,5 @@ def as_bool(backend: str, key: str, value: Any) -> bool:
 
 
 __all__ = ["FITS", "SceneError", "ViewError", "ViewSpec", "view_of", "train_views", "load_images", "views_fit_key",
-           "scene_samples", "artifacts_dir", "write_render", "write_gaussians", "error_outputs", "as_int", "as_float",
+           "scene_samples", "artifacts_dir", "write_render", "write_gaussians", "error_outputs", "between", "as_int",
            "as_bool"]

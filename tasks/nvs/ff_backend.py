@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness import fit_cache
+from harness.backend_settings import Setting
 from harness.modelspec import validate_settings
 from harness.tasks.nvs.backends_common import (
     FITS,
@@ -19,8 +20,7 @@ from harness.tasks.nvs.backends_common import (
     ViewSpec,
     artifacts_dir,
     as_bool,
-    as_float,
-    as_int,
+    between,
     error_outputs,
     load_images,
     train_views,
@@ -32,22 +32,24 @@ from harness.tasks.nvs.backends_common import (
 from harness.tasks.nvs.ff_model import STRIDE, FFConfig
 from harness.types import Output, Request, Sample, Usage
 
-SETTINGS = ("tokens", "steps", "width", "seed", "device", "cache", "lr")
+SETTINGS = {
+    # tokens keeps the backend's own check (backends_common.as_bool): its refusal's wording is matched
+    "tokens": Setting(Any, True, "point-cloud consistency tokens through cross-attention: true or false"),
+    "steps": between(int, 1, 1_000_000, 400, "training steps"),
+    "width": between(int, 8, 512, 32, "channels of the predictor"),
+    "seed": between(int, 0, 2**31 - 1, 0, "training seed"),
+    "lr": between(float, 1e-6, 1.0, 2e-3, "Adam learning rate"),
+    "device": Setting(str, "cpu", "torch device (cuda on a GPU machine)"),
+    "cache": Setting(bool, True, "reuse a cached fit"),
+}
 
 
 def ff_config(settings: dict[str, Any]) -> FFConfig:
     name = "ff:consistency"
-    validate_settings(name, settings, SETTINGS)
-    kw: dict[str, Any] = {}
+    settings = validate_settings(name, settings, SETTINGS)  # a factory called directly is checked too
+    kw: dict[str, Any] = {k: v for k, v in settings.items() if k in SETTINGS and k not in ("tokens", "cache")}
     if "tokens" in settings:
         kw["tokens"] = as_bool(name, "tokens", settings["tokens"])
-    for key, (lo, hi) in {"steps": (1, 1_000_000), "width": (8, 512), "seed": (0, 2**31 - 1)}.items():
-        if key in settings:
-            kw[key] = as_int(name, key, settings[key], lo, hi)
-    if "lr" in settings:
-        kw["lr"] = as_float(name, "lr", settings["lr"], 1e-6, 1.0)
-    if "device" in settings:
-        kw["device"] = str(settings["device"])
     return FFConfig(**kw)
 
 

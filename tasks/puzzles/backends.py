@@ -13,11 +13,30 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Annotated, Any
 
-from harness.modelspec import validate_settings as check_settings
+from pydantic import Field
+
+from harness.backend_settings import NonNegativeInt, PositiveInt, Setting
+from harness.modelspec import validate_settings
 from harness.registry import model
+from harness.tasks.puzzles.train import TrainConfig
 from harness.types import Output, Request, Sample, Usage
+
+_DEFAULT = TrainConfig()
+SETTINGS = {
+    "hidden": Setting(PositiveInt, _DEFAULT.hidden, "hidden channels"),
+    "depth": Setting(PositiveInt, _DEFAULT.depth, "cnn layers"),
+    "iters": Setting(PositiveInt, _DEFAULT.iters, "training iterations"),
+    "batch": Setting(PositiveInt, _DEFAULT.batch, "batch size"),
+    "lr": Setting(Annotated[float, Field(gt=0)], _DEFAULT.lr, "learning rate"),
+    "steps": Setting(NonNegativeInt, _DEFAULT.steps, "sudoku NCA steps (0: 24)"),
+    "steps_per_cell": Setting(Annotated[float, Field(gt=0)], _DEFAULT.steps_per_cell,
+                              "maze NCA steps per grid side"),
+    "seed": Setting(int, _DEFAULT.seed, "training seed"),
+    # taken as the other fitted backends take it, so a sweep's shared -M progress=false works here too
+    "progress": Setting(bool, True, "accepted for uniformity: puzzle training draws no progress bar"),
+}
 
 
 def _puzzle_of(messages: Any) -> tuple[str, Any]:
@@ -54,15 +73,10 @@ class PuzzleNet:
     record: dict[str, Any] = field(default_factory=dict)
     fit_error: str | None = None
 
-    def config(self) -> Any:
-        from harness.tasks.puzzles.train import TrainConfig
-
-        kw: dict[str, Any] = {"arch": self.arch}
-        for f in fields(TrainConfig):
-            if f.name in self.settings and f.name != "arch":
-                default: Any = f.default  # every config field has a plain default
-                kw[f.name] = type(default)(self.settings[f.name])
-        return TrainConfig(**kw)
+    def config(self) -> TrainConfig:
+        kw: dict[str, Any] = {f.name: self.settings[f.name] for f in fields(TrainConfig)
+                              if f.name in self.settings and f.name != "arch"}
+        return TrainConfig(arch=self.arch, **kw)
 
     def fit(self, train: Sequence[Sample]) -> dict[str, Any]:
         try:
@@ -138,28 +152,26 @@ class PuzzleNet:
 
 
 def _build(arch: str, path: str | None, settings: dict[str, Any]) -> PuzzleNet:
-    from harness.tasks.puzzles.train import TrainConfig
-
     if path not in (None, "", "default"):
         raise ValueError(f"{arch} takes no variant (got {path!r}); the puzzle kind comes from the task")
-    check_settings(arch, settings, [f.name for f in fields(TrainConfig) if f.name != "arch"] + ["progress"])
+    settings = validate_settings(arch, settings, SETTINGS)  # a factory called directly is checked too
     shown = "&".join(f"{k}={v}" for k, v in sorted(settings.items()) if k != "progress")
     return PuzzleNet(arch, dict(settings), arch + (f"?{shown}" if shown else ""))
 
 
-@model("anca", kind="method",
+@model("anca", kind="method", settings=SETTINGS, strict=True,
        description="Adaptive NCA (deformable-convolution perception) trained on the puzzle train split")
 def anca_backend(path: str | None, **settings: Any) -> PuzzleNet:
     return _build("anca", path, settings)
 
 
-@model("nca", kind="method",
+@model("nca", kind="method", settings=SETTINGS, strict=True,
        description="Neural cellular automaton with fixed 3x3 perception, trained on the puzzle train split")
 def nca_backend(path: str | None, **settings: Any) -> PuzzleNet:
     return _build("nca", path, settings)
 
 
-@model("cnn", kind="method",
+@model("cnn", kind="method", settings=SETTINGS, strict=True,
        description="Feed-forward CNN (about the aNCA's parameter count) trained on the puzzle train split")
 def cnn_backend(path: str | None, **settings: Any) -> PuzzleNet:
     return _build("cnn", path, settings)

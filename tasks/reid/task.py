@@ -20,6 +20,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from harness.backend_settings import NonNegativeInt, PositiveInt
 from harness.registry import task
 from harness.task import SampleRecord, ScoreContext, Task
 from harness.types import Message, Metric, MetricInfo, Output, Part, Sample, Score, higher, lower, neutral, stable_hash
@@ -169,21 +170,12 @@ def reid_metrics(records: list[SampleRecord], distance: str = "euclidean", seed:
     return out
 
 
-def _int(name: str, value: Any, low: int) -> int:
-    try:
-        v = int(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"-T {name} must be an integer, got {value!r}") from None
-    if v < low:
-        raise ValueError(f"-T {name} must be at least {low}, got {v}")
-    return v
-
-
 @task("reid_aerial_ground", description="Aerial-ground person ReID trained on ground views only: mAP, rank-1/5/10, "
       "mINP (-T protocol=A2G|G2A data=synth|agreid|agreid2)", family="reid")
 def reid_aerial_ground(protocol: str = "A2G", data: str = "synth", root: str | None = None, ids: int = 40,
-                       ground: int = 4, aerial: int = 4, seed: int = 0, lifts: int = 1, novel: int = 2,
-                       fail_rate: float = 0.3, workers: int = 1, distance: str = "euclidean") -> Task:
+                       ground: int = 4, aerial: int = 4, seed: NonNegativeInt = 0, lifts: int = 1,
+                       novel: int = 2, fail_rate: float = 0.3, workers: PositiveInt = 1,
+                       distance: str = "euclidean") -> Task:
     protocol = str(protocol).upper()
     if protocol not in PROTOCOLS:
         raise ValueError(f"-T protocol must be A2G or G2A, got {protocol!r}")
@@ -196,13 +188,10 @@ def reid_aerial_ground(protocol: str = "A2G", data: str = "synth", root: str | N
     if data == "synth":
         from harness.tasks.reid.synth import SynthConfig
 
-        try:
-            rate = float(fail_rate)
-        except (TypeError, ValueError):
-            raise ValueError(f"-T fail_rate must be a number, got {fail_rate!r}") from None
-        cfg = SynthConfig(ids=_int("ids", ids, 4), ground=_int("ground", ground, 1), aerial=_int("aerial", aerial, 1),
-                          seed=_int("seed", seed, 0), lifts=_int("lifts", lifts, 0), novel=_int("novel", novel, 1),
-                          fail_rate=rate, workers=_int("workers", workers, 1))
+        # the annotations are checked before the factory runs (harness.run_config.check_option_types),
+        # which hands the values over as given: a quoted "4" is read here; the ranges are the config's
+        cfg = SynthConfig(ids=int(ids), ground=int(ground), aerial=int(aerial), seed=int(seed), lifts=int(lifts),
+                          novel=int(novel), fail_rate=float(fail_rate), workers=int(workers))
         cfg.validate()
         options.update({"ids": cfg.ids, "ground": cfg.ground, "aerial": cfg.aerial, "seed": cfg.seed,
                         "lifts": cfg.lifts, "novel": cfg.novel, "fail_rate": cfg.fail_rate})

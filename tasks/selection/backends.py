@@ -18,11 +18,36 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Annotated, Any
 
-from harness.modelspec import validate_settings as check_settings
+from pydantic import Field
+
+from harness.backend_settings import NonNegativeInt, PositiveInt, Probability, Setting
+from harness.modelspec import validate_settings
 from harness.registry import model
+from harness.tasks.selection.trainer import SelectConfig
 from harness.types import Output, Request, Sample, Usage, options_part
+
+_DEFAULT = SelectConfig()
+SETTINGS = {
+    "pool": Setting(PositiveInt, _DEFAULT.pool, "candidates a step"),
+    "select": Setting(PositiveInt, _DEFAULT.select, "kept a step: the per-step budget (at most pool)"),
+    "steps": Setting(PositiveInt, _DEFAULT.steps, "selection steps"),
+    "hidden": Setting(PositiveInt, _DEFAULT.hidden, "hidden units of the classifier"),
+    "lr": Setting(Annotated[float, Field(gt=0)], _DEFAULT.lr, "learning rate"),
+    "lam": Setting(float, _DEFAULT.lam, "gfv: weight of the volume term"),
+    "beta": Setting(float, _DEFAULT.beta, "gfv: gate sharpness"),
+    "proj": Setting(NonNegativeInt, _DEFAULT.proj, "random projection dimension of u (0: none)"),
+    "fisher_decay": Setting(Probability, _DEFAULT.fisher_decay, "decay of the running Fisher estimate"),
+    "momentum_gate": Setting(bool, _DEFAULT.momentum_gate, "gate against the running mean of trained-on gradients"),
+    # a string, checked with the config (check_config words it "ref must be one of holdout, pool")
+    "ref": Setting(str, _DEFAULT.ref, "gfv's descent reference: holdout (the holdout loss gradient) or pool "
+                   "(the pool's mean gradient)"),
+    "holdout": Setting(NonNegativeInt, _DEFAULT.holdout, "train samples set aside for gfv (ref=holdout), rholoss "
+                       "and greats"),
+    "il_steps": Setting(PositiveInt, _DEFAULT.il_steps, "rholoss: Adam steps of the irreducible-loss model"),
+    "seed": Setting(int, _DEFAULT.seed, "training seed"),
+}
 
 
 def _features(messages: Any) -> list[float]:
@@ -43,17 +68,10 @@ class SelectionModel:
     fit_error: str | None = None
     sft: Any = None  # on select_sft's split: the LoRA fine-tuning path (sft_backend.py)
 
-    def config(self) -> Any:
-        from harness.tasks.selection.trainer import SelectConfig
-
-        kw: dict[str, Any] = {"method": self.method}
-        for f in fields(SelectConfig):
-            if f.name in self.settings and f.name != "method":
-                v = self.settings[f.name]
-                is_bool = isinstance(f.default, bool)
-                default: Any = f.default  # every config field has a plain default
-                kw[f.name] = str(v).lower() in ("1", "true", "yes") if is_bool else type(default)(v)
-        return SelectConfig(**kw)
+    def config(self) -> SelectConfig:
+        kw = {f.name: self.settings[f.name] for f in fields(SelectConfig)
+              if f.name in self.settings and f.name != "method"}
+        return SelectConfig(method=self.method, **kw)
 
     def fit(self, train: Sequence[Sample]) -> dict[str, Any]:
         import torch
@@ -104,14 +122,15 @@ class SelectionModel:
         return outs
 
 
-@model("datasel", kind="method", description="Online data selection under a fixed budget, trained on the train split: "
+@model("datasel", kind="method", settings=SETTINGS, strict=True,
+       description="Online data selection under a fixed budget, trained on the train split: "
        "datasel:gfv|random|loss|gradnorm|entropy|full|rholoss|greats")
 def datasel_backend(path: str | None, **settings: Any) -> SelectionModel:
-    from harness.tasks.selection.trainer import ALL_SELECTORS, SelectConfig, check_config
+    from harness.tasks.selection.trainer import ALL_SELECTORS, check_config
 
     if path not in ALL_SELECTORS:
         raise ValueError(f"unknown selector {path!r}; choose one of {', '.join(ALL_SELECTORS)}")
-    check_settings(f"datasel:{path}", settings, [f.name for f in fields(SelectConfig) if f.name != "method"])
+    settings = validate_settings(f"datasel:{path}", settings, SETTINGS)  # a factory called directly is checked too
     check_config(SelectionModel(path, dict(settings)).config())
     shown = "&".join(f"{k}={v}" for k, v in sorted(settings.items()))
     return SelectionModel(path, dict(settings), f"datasel:{path}" + (f"?{shown}" if shown else ""))

@@ -17,13 +17,27 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import Field
 
 from harness import fit_cache
+from harness.backend_settings import PositiveInt, Setting
+from harness.modelspec import validate_settings
 from harness.registry import model
 from harness.types import Output, Request, Sample, Usage, stable_hash
 
 FITS = "spa3d/fits"  # harness.fit_cache folder of the spa3d fits
+SETTINGS = {
+    "steps": Setting(PositiveInt, 1500, "spa3d:fit: training steps"),
+    "seed": Setting(int, 0, "training and scoring seed"),
+    "folds": Setting(PositiveInt, 5, "support/query folds a realism score averages"),
+    "checkpoint": Setting(str | None, None, "spa3d:fit: save (and resume) the training here instead of the fit cache"),
+    "max_seconds": Setting(Annotated[float, Field(gt=0)] | None, None, "spa3d:fit: stop training after this long"),
+    "cache": Setting(bool, True, "spa3d:fit: reuse a cached fit (not with checkpoint)"),
+    "batch_size": Setting(PositiveInt, 16, "requests per call"),
+    "concurrency": Setting(PositiveInt, 1, "calls in flight"),
+}
 
 
 @dataclass
@@ -35,7 +49,7 @@ class Spa3dModel:
     folds: int = 5
     checkpoint: str | None = None
     max_seconds: float | None = None
-    cache: bool | str = True
+    cache: bool = True
     batch_size: int = 16
     concurrency: int = 1
     cacheable: bool = False  # a fitted scorer's outputs depend on the fit, not only on the request
@@ -59,9 +73,9 @@ class Spa3dModel:
         videos = [load_tracks(path) for path in paths]
         if not videos:
             raise ValueError("spa3d:fit needs a train split of .npz track files")
-        cfg = TrainConfig(steps=int(self.steps), seed=int(self.seed), max_seconds=self.max_seconds)
+        cfg = TrainConfig(steps=self.steps, seed=self.seed, max_seconds=self.max_seconds)
         cfg.model.feature_dim = videos[0].feature_dim
-        use_cache = self.checkpoint is None and str(self.cache).strip().lower() not in ("0", "false", "no")
+        use_cache = self.checkpoint is None and self.cache
         key = fit_cache.fit_key(backend="spa3d:fit", settings=asdict(cfg), task_hash=fit_cache.samples_hash(train),
                                 train=stable_hash(paths), seed=cfg.seed, extra={"v": 1})
         loaded = fit_cache.load(key, kind="fit", folder=FITS, restore=lambda state: _restore(state, cfg)
@@ -75,7 +89,7 @@ class Spa3dModel:
                                kind="fit", folder=FITS, format="torch")
         else:
             self.scorer, history = loaded
-        self.scorer.folds = int(self.folds)
+        self.scorer.folds = self.folds
         self.fit_report = {"fitted": True, "videos": len(videos), "steps": len(history),
                            "calibration_videos": self.scorer.calibration.videos,
                            "final_l1": history[-1]["l1"] if history else None, "cached": loaded is not None}
@@ -123,10 +137,10 @@ def _restore(state: dict[str, Any], cfg: Any) -> tuple[Any, list[dict[str, Any]]
 
 
 @model("spa3d", kind="method",
-       description="3DSPA realism scorer: spa3d:fit (train on the task's train split) or spa3d:CHECKPOINT")
+       description="3DSPA realism scorer: spa3d:fit (train on the task's train split) or spa3d:CHECKPOINT",
+       settings=SETTINGS, strict=True)
 def spa3d(path: str = "fit", **settings: Any) -> Spa3dModel:
-    known = {"steps", "seed", "folds", "checkpoint", "max_seconds", "cache", "batch_size", "concurrency"}
-    unknown = set(settings) - known
-    if unknown:
-        raise ValueError(f"spa3d: unknown setting(s) {', '.join(sorted(unknown))}; known: {', '.join(sorted(known))}")
-    return Spa3dModel(path=path or "fit", spec=f"spa3d:{path or 'fit'}", **settings)
+    settings = validate_settings("spa3d", settings, SETTINGS)  # a factory called directly is checked too
+    # the generation keys every backend takes are the model client's (a scorer samples nothing)
+    own = {k: v for k, v in settings.items() if k in SETTINGS}
+    return Spa3dModel(path=path or "fit", spec=f"spa3d:{path or 'fit'}", **own)

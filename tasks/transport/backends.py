@@ -18,32 +18,31 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness.backend_settings import NonNegativeFloat, NonNegativeInt, PositiveInt, Setting
 from harness.modelspec import validate_settings
 from harness.registry import model
 from harness.types import Output, Request, Usage
 
-GENERATION = {"temperature", "max_tokens", "top_p", "stop", "logprobs"}
-SETTINGS = {"k", "reg", "rho", "align", "anneal", "restarts", "stability", "seed", "max_iter"}
-_BOOL = {"align", "anneal"}
-_INT = {"k", "restarts", "stability", "seed", "max_iter"}
+# omt and pot take the same keys (a method reads those it uses)
+SETTINGS = {
+    "k": Setting(PositiveInt | None, None, "target mixture components (default: the number of source classes)"),
+    "reg": Setting(NonNegativeFloat | None, None, "entropic eps, relative to the median cost for omt (default 0.01; "
+                   "0: exact coupling step) and to the largest cost for sinkhorn (default 0.05)"),
+    "rho": Setting(NonNegativeFloat, 0.1, "omt: alignment ridge, relative"),
+    "align": Setting(bool, True, "omt: learn the alignment"),
+    "anneal": Setting(bool, True, "omt: eps continuation from 100x the target eps"),
+    "restarts": Setting(PositiveInt, 10, "restarts (their spread is reported)"),
+    "stability": Setting(NonNegativeInt, 3, "subsampled refits for the stability score"),
+    "seed": Setting(int, 0, "mixture fit and restart seed"),
+    "max_iter": Setting(PositiveInt, 500, "EM iterations of the mixture fit"),
+}
 
 
 def _parse(spec: str, settings: dict[str, Any]) -> dict[str, Any]:
-    validate_settings(spec, settings, SETTINGS)
-    out: dict[str, Any] = {}
-    for key, value in settings.items():
-        if key in GENERATION:
-            continue
-        try:
-            if key in _BOOL:
-                out[key] = value if isinstance(value, bool) else str(value).lower() in ("1", "true", "yes")
-            elif key in _INT:
-                out[key] = int(value)
-            else:
-                out[key] = float(value)
-        except (TypeError, ValueError):
-            raise ValueError(f"{spec}: {key} must be a number, got {value!r}") from None
-    return out
+    """The method's settings, typed (a factory called directly is checked too); the generation keys
+    are the model client's, except the seed, which is also the method's."""
+    checked = validate_settings(spec, settings, SETTINGS)
+    return {k: v for k, v in checked.items() if k in SETTINGS and v is not None}
 
 
 @dataclass
@@ -84,7 +83,8 @@ class TransportModel:
 
 
 @model("omt", kind="method",
-       description="Optimal Mixture Transport (biconvex mixture-level OT): omt:auto | gaussian | poisson")
+       description="Optimal Mixture Transport (biconvex mixture-level OT): omt:auto | gaussian | poisson",
+       settings=SETTINGS, strict=True)
 def omt(path: str | None, **settings: Any) -> TransportModel:
     kind = path or "auto"
     if kind not in ("auto", "gaussian", "poisson"):
@@ -94,7 +94,8 @@ def omt(path: str | None, **settings: Any) -> TransportModel:
 
 
 @model("pot", kind="method",
-       description="POT baselines: pot:gmm (Delon-Desolneux MW2) | pot:emd (exact OT) | pot:sinkhorn")
+       description="POT baselines: pot:gmm (Delon-Desolneux MW2) | pot:emd (exact OT) | pot:sinkhorn",
+       settings=SETTINGS, strict=True)
 def pot(path: str | None, **settings: Any) -> TransportModel:
     variant = path or "gmm"
     if variant not in ("gmm", "emd", "sinkhorn"):

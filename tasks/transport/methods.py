@@ -125,7 +125,7 @@ def _mixture_solve(p: Problem, method: str, settings: dict[str, Any], Xt: Any | 
         extra: dict[str, Any] = {}
     else:
         res = solve(source, target, reg=float(settings.get("reg", 0.01)), rho=float(settings.get("rho", 0.1)),
-                    align=bool(settings.get("align", True)), init=init)
+                    align=bool(settings.get("align", True)), anneal=bool(settings.get("anneal", True)), init=init)
         plan, cost, A, t = res.plan, res.cost, res.A, res.t
         extra = {"objective": res.objective, "iterations": res.iterations, "converged": res.converged}
     if perm is not None:

@@ -13,13 +13,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness.backend_settings import PositiveInt, Setting
+from harness.modelspec import validate_settings
 from harness.registry import model
 from harness.tasks.agents.env import ACTIONS
 from harness.tasks.agents.observation import parse_observation
 from harness.types import Output, Request, Usage
 
 KINDS = ("random", "scripted")
-SETTINGS = ("batch_size", "concurrency")
+SETTINGS = {
+    "batch_size": Setting(PositiveInt, 64, "observations answered per call"),
+    "concurrency": Setting(PositiveInt, 1, "calls in flight"),
+}
 
 
 def request_text(request: Request) -> str:
@@ -32,21 +37,6 @@ def request_image(request: Request) -> str | None:
             if p.type == "image" and p.path:
                 return p.path
     return None
-
-
-def validate_settings(backend: str, settings: dict[str, Any], known: Sequence[str]) -> None:
-    """Unknown ``-M`` keys are refused with the closest known one."""
-    import difflib
-
-    from harness.client import GENERATION_KEYS
-    from harness.modelspec import ModelSpecError
-
-    allowed = sorted({*known, *GENERATION_KEYS})
-    for key in settings:
-        if key not in allowed:
-            close = difflib.get_close_matches(key, allowed, n=1, cutoff=0.6)
-            hint = f"; did you mean {close[0]!r}?" if close else f" (known: {', '.join(allowed)})"
-            raise ModelSpecError(f"{backend}: unknown setting {key!r}{hint}")
 
 
 @dataclass
@@ -78,11 +68,12 @@ class CrafterAgent:
 
 
 @model("crafter", kind="agent",
-       description="Crafter reference agents: crafter:random (uniform actions), crafter:scripted (expert)")
+       description="Crafter reference agents: crafter:random (uniform actions), crafter:scripted (expert)",
+       settings=SETTINGS, strict=True)
 def crafter_agent(path: str | None, **settings: Any) -> CrafterAgent:
     kind = path or "random"
     if kind not in KINDS:
         raise ValueError(f"unknown crafter agent {kind!r}; choose one of {', '.join(KINDS)}")
-    validate_settings("crafter", settings, SETTINGS)
-    return CrafterAgent(kind, f"crafter:{kind}", batch_size=int(settings.get("batch_size", 64)),
-                        concurrency=int(settings.get("concurrency", 1)))
+    settings = validate_settings("crafter", settings, SETTINGS)  # a factory called directly is checked too
+    return CrafterAgent(kind, f"crafter:{kind}", batch_size=settings.get("batch_size", SETTINGS["batch_size"].default),
+                        concurrency=settings.get("concurrency", SETTINGS["concurrency"].default))

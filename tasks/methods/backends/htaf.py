@@ -21,9 +21,13 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import Field
 
 from harness import fit_cache
+from harness.backend_settings import PositiveInt, Setting
+from harness.modelspec import validate_settings
 from harness.registry import model
 from harness.tasks.methods.backends.common import (
     FITS,
@@ -39,8 +43,25 @@ from harness.types import Output, Request, Sample
 
 ACTS = ("htaf", "relu", "sigmoid", "ste")
 ARCH_NAMES = ("mlp", "heaviside", "icbm")
-_INT_KEYS = ("hidden", "depth", "concepts", "epochs", "batch", "seeds")
-_FLOAT_KEYS = ("alpha", "beta", "lr")
+PositiveFloat = Annotated[float, Field(gt=0)]
+# the training keys' defaults are htaf_core.TrainConfig's (not read from it: that module imports torch)
+SETTINGS = {
+    "hidden": Setting(PositiveInt, 128, "units per hidden layer"),
+    "depth": Setting(PositiveInt, 4, "binary hidden layers of heaviside (the other architectures have 1)"),
+    "concepts": Setting(PositiveInt, 32, "icbm: concept units"),
+    "alpha": Setting(PositiveFloat, 8.0, "HTAF steepness"),
+    "alpha_end": Setting(PositiveFloat | None, None, "anneal alpha linearly to this over the epochs (none: fixed)"),
+    "beta": Setting(PositiveFloat, 8.0, "steep-sigmoid slope"),
+    "epochs": Setting(PositiveInt, 100, "training epochs"),
+    "lr": Setting(PositiveFloat, 3e-3, "learning rate"),
+    "batch": Setting(PositiveInt, 64, "batch size"),
+    "seeds": Setting(PositiveInt, 3, "networks trained, seeds 0..S-1"),
+    "norm": Setting(bool, False, "BatchNorm before each binary unit of mlp/heaviside"),
+    "progress": Setting(bool, True, "show a training progress bar on a terminal"),
+    "cache": Setting(bool, True, "reuse a cached fit"),
+}
+# what goes into TrainConfig (and so into the spec and the fit cache key)
+_TRAIN = ("hidden", "depth", "concepts", "alpha", "alpha_end", "beta", "epochs", "lr", "batch", "seeds", "norm")
 
 
 def image_shape_of(sample: Sample) -> tuple[int, int] | None:
@@ -70,17 +91,8 @@ class BinaryNetModel:
 
         kw: dict[str, Any] = {"arch": self.arch, "act": self.act}
         if self.arch == "heaviside":
-            kw["depth"] = 4
-        for key in _INT_KEYS:
-            if key in self.settings:
-                kw[key] = int(self.settings[key])
-        for key in _FLOAT_KEYS:
-            if key in self.settings:
-                kw[key] = float(self.settings[key])
-        if "norm" in self.settings:
-            kw["norm"] = bool(self.settings["norm"])
-        if self.settings.get("alpha_end") is not None:
-            kw["alpha_end"] = float(self.settings["alpha_end"])
+            kw["depth"] = SETTINGS["depth"].default
+        kw.update({k: self.settings[k] for k in _TRAIN if self.settings.get(k) is not None})
         return TrainConfig(**kw)
 
     def fit(self, train: Sequence[Sample]) -> dict[str, Any]:
@@ -192,29 +204,30 @@ def _build(act: str, path: str | None, settings: dict[str, Any]) -> BinaryNetMod
     arch = path or "mlp"
     if arch not in ARCH_NAMES:
         raise ValueError(f"unknown architecture {arch!r} for {act}; choose one of {', '.join(ARCH_NAMES)}")
-    spec = method_spec(act, arch, settings, (*_INT_KEYS, *_FLOAT_KEYS, "alpha_end", "norm"))
+    settings = validate_settings(act, settings, SETTINGS)  # a factory called directly is checked too
+    spec = method_spec(act, arch, settings, _TRAIN)
     return BinaryNetModel(act, arch, dict(settings), spec)
 
 
-@model("htaf", kind="method",
+@model("htaf", kind="method", settings=SETTINGS, strict=True,
        description="HTAF binary network trained on the train split: htaf:mlp | htaf:heaviside | htaf:icbm")
 def htaf_backend(path: str | None, **settings: Any) -> BinaryNetModel:
     return _build("htaf", path, settings)
 
 
-@model("relu", kind="method",
+@model("relu", kind="method", settings=SETTINGS, strict=True,
        description="ReLU baseline of the HTAF networks (units thresholded at test): relu:mlp|heaviside|icbm")
 def relu_backend(path: str | None, **settings: Any) -> BinaryNetModel:
     return _build("relu", path, settings)
 
 
-@model("sigmoid", kind="method",
+@model("sigmoid", kind="method", settings=SETTINGS, strict=True,
        description="Steep-sigmoid sig(beta x) baseline of the HTAF networks: sigmoid:mlp|heaviside|icbm")
 def sigmoid_backend(path: str | None, **settings: Any) -> BinaryNetModel:
     return _build("sigmoid", path, settings)
 
 
-@model("ste", kind="method",
+@model("ste", kind="method", settings=SETTINGS, strict=True,
        description="Straight-through Heaviside baseline of the HTAF networks: ste:mlp|heaviside|icbm")
 def ste_backend(path: str | None, **settings: Any) -> BinaryNetModel:
     return _build("ste", path, settings)

@@ -21,18 +21,37 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import Field
 
 from harness import fit_cache
+from harness.backend_settings import NonNegativeFloat, PositiveInt, Probability, Setting
+from harness.modelspec import validate_settings
 from harness.registry import model
 from harness.types import Output, Request, Sample, Usage, stable_hash
 
 VARIANTS = ("baseline", "vital", "vital-no-cvcf", "vital-no-vaas")
-_INT = ("steps", "batch_p", "batch_k", "width", "dim", "seed", "threads")
-_FLOAT = ("lr", "margin", "vaas_weight", "cvcf_tau", "weight_decay", "smoothing")
-_OTHER = ("cache",)
-# generation keys the runner may pass to every backend: they change nothing here
-_IGNORED = ("temperature", "max_tokens", "top_p", "stop", "logprobs")
+# the training keys' defaults are net.TrainConfig's (not read from it: that module imports torch)
+SETTINGS = {
+    "steps": Setting(PositiveInt, 500, "training steps"),
+    "lr": Setting(Annotated[float, Field(gt=0)], 3e-3, "learning rate"),
+    "weight_decay": Setting(NonNegativeFloat, 5e-4, "weight decay"),
+    "batch_p": Setting(PositiveInt, 8, "identities per batch"),
+    "batch_k": Setting(PositiveInt, 4, "images per identity in a batch"),
+    "width": Setting(PositiveInt, 16, "channels of the first block"),
+    "dim": Setting(PositiveInt, 64, "embedding dimension"),
+    "margin": Setting(NonNegativeFloat, 0.3, "triplet margin"),
+    "smoothing": Setting(Probability, 0.1, "label smoothing"),
+    "vaas_weight": Setting(NonNegativeFloat, 1.0, "weight of the VAAS attention loss (baseline, vital-no-vaas: 0)"),
+    "cvcf_tau": Setting(float, 0.25, "CVCF filter threshold of the lifted views (vital variants)"),
+    "seed": Setting(int, 0, "training seed"),
+    "threads": Setting(PositiveInt, 1, "torch threads"),
+    "cache": Setting(bool, True, "reuse a cached fit"),
+}
+# what goes into TrainConfig (cvcf_tau is the view filter's, cache the fit cache's)
+_TRAIN = ("steps", "lr", "weight_decay", "batch_p", "batch_k", "width", "dim", "margin", "smoothing", "vaas_weight",
+          "seed", "threads")
 FITS = "reid/fits"  # harness.fit_cache folder of the reid fits (where they always were)
 
 
@@ -60,8 +79,7 @@ class ReIDModel:
     def config(self) -> Any:
         from harness.tasks.reid.backends.net import TrainConfig
 
-        kw: dict[str, Any] = {k: int(self.settings[k]) for k in _INT if k in self.settings}
-        kw.update({k: float(self.settings[k]) for k in _FLOAT if k in self.settings and k != "cvcf_tau"})
+        kw: dict[str, Any] = {k: self.settings[k] for k in _TRAIN if k in self.settings}
         if self.variant in ("baseline", "vital-no-vaas"):
             kw["vaas_weight"] = 0.0
         return TrainConfig(**kw)
@@ -90,7 +108,7 @@ class ReIDModel:
                 raise ValueError(f"train sample {s.id!r} has no image or identity")
             rows.append({"path": path, "visibility": None, "pid": s.metadata["pid"]})
         record: dict[str, Any] = {"method": self.spec, "real_images": len(rows)}
-        tau = float(self.settings.get("cvcf_tau", 0.25)) if self.variant != "baseline" else None
+        tau = float(self.settings.get("cvcf_tau", SETTINGS["cvcf_tau"].default)) if self.variant != "baseline" else None
         if tau is not None:
             if not any(s.metadata.get("lifts") for s in train):
                 raise ValueError("3D-VITAL needs lifted meshes of the training images (the synthetic set renders "
@@ -104,7 +122,7 @@ class ReIDModel:
         key = fit_cache.fit_key(backend=f"reid:{self.variant}", settings={**asdict(cfg), "cvcf_tau": tau},
                                 task_hash=fit_cache.samples_hash(train, files=files), train=stable_hash(rows),
                                 seed=cfg.seed, extra={"v": 1})
-        use_cache = str(self.settings.get("cache", True)).strip().lower() not in ("0", "false", "no")
+        use_cache = bool(self.settings.get("cache", True))
         loaded = fit_cache.load(key, kind=self.variant, folder=FITS, restore=lambda blob: _restore(blob, cfg)
                                 ) if use_cache else None
         cached = loaded is not None
@@ -183,25 +201,14 @@ def _restore(blob: dict[str, Any], cfg: Any) -> tuple[dict[str, Any], dict[str, 
 
 @model("reid", kind="method",
        description="ReID embedding backends fitted on the train split: reid:baseline | reid:vital | "
-                   "reid:vital-no-cvcf | reid:vital-no-vaas")
+                   "reid:vital-no-cvcf | reid:vital-no-vaas", settings=SETTINGS, strict=True)
 def reid_backend(path: str | None, **settings: Any) -> ReIDModel:
     variant = path or "baseline"
     if variant not in VARIANTS:
         close = difflib.get_close_matches(variant, VARIANTS, n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         raise ValueError(f"unknown reid variant {variant!r}{hint}; choose one of {', '.join(VARIANTS)}")
-    known = (*_INT, *_FLOAT, *_OTHER)
-    for key, value in settings.items():
-        if key in _IGNORED or key == "extra":
-            continue
-        if key not in known:
-            close = difflib.get_close_matches(key, known, n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise ValueError(f"unknown -M setting {key!r} for reid{hint}")
-        try:
-            float(value) if key != "cache" else None
-        except (TypeError, ValueError):
-            raise ValueError(f"-M {key} must be a number, got {value!r}") from None
-    shown = {k: v for k, v in sorted(settings.items()) if k in known and k not in ("cache", "threads")}
+    settings = validate_settings("reid", settings, SETTINGS)  # a factory called directly is checked too
+    shown = {k: v for k, v in sorted(settings.items()) if k in SETTINGS and k not in ("cache", "threads")}
     spec = f"reid:{variant}" + ("?" + "&".join(f"{k}={v}" for k, v in shown.items()) if shown else "")
     return ReIDModel(variant, dict(settings), spec)
