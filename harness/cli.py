@@ -296,7 +296,7 @@ def _print_values(name: str, info: dict[str, Any]) -> None:
 
 @app.command("models")
 def models_cmd(
-    name: Annotated[str | None, typer.Argument(help="Show this backend's -M settings: types, defaults, meaning")] = None,
+    name: Annotated[str | None, typer.Argument(help="Show this backend's -M settings: types, defaults")] = None,
     as_json: JsonOpt = False, as_csv: CsvOpt = False,
 ) -> None:
     """List model backends, operators and aliases, or describe one backend's settings."""
@@ -347,7 +347,8 @@ def _describe_model(name: str, as_json: bool, as_csv: bool) -> None:
     if as_json or as_csv:
         emit(rows, columns, as_json=as_json, as_csv=as_csv, json_value=info)
         return
-    head = [f"{entry.name}: {entry.description}", f"kind: {entry.model_kind}" + (" (operator)" if entry.operator else "")]
+    head = [f"{entry.name}: {entry.description}",
+            f"kind: {entry.model_kind}" + (" (operator)" if entry.operator else "")]
     if card is not None:
         head.append(f"alias {name} -> {card.get('spec') or 'variants by modality'}; its settings: "
                     f"{dict(card.get('settings') or {}) or 'none'}")

@@ -111,7 +111,8 @@ def model(name: str, *, description: str = "", operator: bool = False,
     ``f(*models, **params) -> Model`` with ``operator=True``). ``settings`` declares the backend's
     ``-M`` keys (``{name: Setting(type, default, doc)}``, see :mod:`harness.backend_settings`; names
     alone are untyped): values are checked and coerced before the factory runs, and with
-    ``strict=True`` any other key is refused, naming the closest known keys. Either way a key one typo away from a known one (``temprature``) is refused.
+    ``strict=True`` any other key is refused, naming the closest known keys. Either way a key one typo
+    away from a known one (``temprature``) is refused.
     ``kind`` is one of :data:`MODEL_KINDS` (an operator's is the one its models share, see
     :func:`spec_kind`); anything else is refused here, at import, not on a leaderboard later."""
     model_kind = check_kind(kind, f"@model({name!r})")
