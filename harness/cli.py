@@ -336,8 +336,9 @@ def _describe_model(name: str, as_json: bool, as_csv: bool) -> None:
         fail(str(exc))
     rows = [{"setting": key, "type": type_name(s.type), "default": s.default, "meaning": s.doc,
              "scope": "backend"} for key, s in sorted(declared(entry.settings).items())]
-    rows += [{"setting": key, "type": type_name(s.type), "default": s.default, "meaning": s.doc,
-              "scope": "generation (every backend)"} for key, s in GENERATION.items()]
+    if not entry.operator:  # an operator takes its parameters only; -M generation keys reach its models
+        rows += [{"setting": key, "type": type_name(s.type), "default": s.default, "meaning": s.doc,
+                  "scope": "generation (every backend)"} for key, s in GENERATION.items()]
     info = {"name": entry.name, "description": entry.description, "kind": entry.model_kind,
             "operator": entry.operator, "strict": entry.strict, "settings": rows,
             "alias_settings": dict(card.get("settings") or {}) if card else {}}
