@@ -1,8 +1,8 @@
 """The one path to a model: settings, response cache, usage, retries' bookkeeping and the judge role.
 
 Every model call the harness makes goes through a :class:`ModelClient`: the runner's calls for
-the model under test, a multi-turn scorer's follow-up turns (LongShOT, code3d refinement,
-alignment follow-ups), the judge's verdicts and an operator's inner calls. That keeps in one place
+the model under test, a multi-turn scorer's follow-up turns (a video QA dialogue, a code-refinement
+loop, a pushback probe), the judge's verdicts and an operator's inner calls. That keeps in one place
 
 - **settings**: the run's ``-M`` keys and an alias card's settings. Generation keys (and the
   backend's declared ``generation_extras``) are applied to each request here, once; the other keys

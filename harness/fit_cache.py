@@ -1,4 +1,4 @@
-"""The one cache of fitted state for fit-then-predict backends (methods, nvs, reid, spa3d, ...).
+"""The one cache of fitted state for fit-then-predict backends (every family whose backends fit).
 
 A backend that trains on the task's train split before it answers asks here first, and saves here
 after a fit, so a rerun on the same data and settings loads the fit instead of training again.
@@ -11,8 +11,8 @@ after a fit, so a rerun on the same data and settings loads the fit instead of t
   ``task.content_hash`` also covers the test split and the prompts, which a fit never sees: keying on
   it would refit for nothing and would miss a ``fit(train)`` made outside a run.)
 - **Files**: ``$HARNESS_CACHE_DIR/<folder>/<kind>-<key>.pkl`` (plain data and numpy arrays) or
-  ``.pt`` (torch tensors), where ``folder`` is where the family always kept its fits (``fits``,
-  ``nvs/fits``, ``reid/fits``, ``spa3d/fits``). Files of older key layouts are simply never read.
+  ``.pt`` (torch tensors), where ``folder`` is where the family always kept its fits (``fits``, or a
+  folder of the family's own such as ``FAMILY/fits``). Files of older key layouts are simply never read.
 - **Reads are data only**: ``.pkl`` through :func:`harness.safeload.load_pickle` (allow-list
   unpickler), ``.pt`` through :func:`harness.safeload.load_torch` (``weights_only=True``), both with
   the structure check. A file that is corrupt, refused (a pickle naming ``os.system``), not a dict or

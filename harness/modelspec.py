@@ -122,7 +122,7 @@ def build_model(
         entry = lookup("model", node.name)
         if not entry.operator and not node.args:
             # `backend(key=value, ...)`: the backend with those settings, e.g.
-            # longshot-agent(controller=openai:m, vision=openai:v)
+            # agent(controller=openai:m, vision=openai:v)
             merged = check_settings(entry, {**settings, **node.params})
             return entry.factory(None, **merged)
         if not entry.operator:

@@ -6,7 +6,7 @@ One code path ranks human arena votes and pairwise LLM-judge verdicts alike: the
 spellings are accepted too).
 
 Why this lives in the core: it is a shared service, not part of one task. The arena ranks human votes
-with it and any task family with a pairwise LLM judge (3DCodeBench's code judge, for one) ranks its
+with it and any task family with a pairwise LLM judge (a code judge comparing two programs, for one) ranks its
 verdicts with it, so both get the same fit, intervals and ranks, and a fix here reaches every board.
 
 Model: P(i beats j) = sigmoid(theta_i - theta_j). A tie and a both-bad vote count as half a win each

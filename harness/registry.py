@@ -5,7 +5,7 @@ Tasks and backends come from families (entry-point group ``harness.families``, s
 register on import. Single tasks and backends of other distributions can still register under the
 ``harness.tasks`` / ``harness.models`` groups, and the general backends (hf, openai, vllm, builtin,
 operators) are modules of ``harness.models``. Nothing is imported until a name is asked for, so
-``harness --help`` stays fast: resolving ``gsm8k`` first tries the module or family of that name,
+``harness --help`` stays fast: resolving ``mytask`` first tries the module or family of that name,
 and only an unknown name triggers discovery of everything.
 """
 

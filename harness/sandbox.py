@@ -5,7 +5,7 @@
 worker pools that take jobs over stdin/stdout); ``run_python(code)`` is the common case.
 
 Why this is a shared core service: several task families run code a model wrote (HumanEval
-completions in ``tasks/reliability``, Blender scripts in ``tasks/code3d``) and any future family that
+completions, Blender scripts) and any future family that
 executes model output will too. Isolation is easy to get subtly wrong (a readable results database,
 a forgotten socket, an exit status the program controls), so it is done once, here, tested here,
 and every family calls this module instead of ``subprocess`` directly.
@@ -61,7 +61,7 @@ HumanEval scorer refuses to run unsandboxed unless told to).
 
 The sandbox does not decide whether a program *succeeded*: the exit status is the program's to
 choose (``atexit(os._exit, 0)``), so verdicts must come from a channel the program cannot forge
-(see ``tasks/reliability/humaneval.py``).
+(the HumanEval scorer reads its verdicts from the checker's own pipe).
 
 Cost: ~0.16 s per ``run_python("print(1)")`` here (mean of 10) versus ~0.07 s without the namespaces.
 

@@ -4,8 +4,8 @@ From the command line (``-t``/``-m``/``-T``/``-M``/``--seeds``) or a small YAML 
 
     name: nightly              # optional; default: a hash of the matrix
     tasks:
-      - gsm8k
-      - {name: qa_mmlu_redux, options: {subset: abstract_algebra}}
+      - mytask
+      - {name: othertask, options: {subset: algebra}}
     models:
       - builtin:number
       - {spec: "openai:gpt-4o-mini", settings: {temperature: 0}, resources: {gpus: 0, memory_gb: 2}}

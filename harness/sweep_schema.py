@@ -219,7 +219,7 @@ Settings = Annotated[dict[str, Any], AfterValidator(_json_mapping)]
 
 
 def _shorthand(value: Any, key: str, what: str) -> Any:
-    """``gsm8k`` is ``{name: gsm8k}``; anything but a string or a mapping is refused here, so the
+    """``mytask`` is ``{name: mytask}``; anything but a string or a mapping is refused here, so the
     error says what an entry looks like rather than listing both alternatives."""
     if isinstance(value, str):
         return {key: value}

@@ -2,8 +2,8 @@
 
 A task family module does::
 
-    @task("gsm8k", description="Grade-school maths, final-answer exact match", family="gsm8k")
-    def gsm8k(data_file: str | None = None) -> Task:
+    @task("wordcount", description="Count the words of a sentence (exact match)", family="wordcount")
+    def wordcount(data_file: str | None = None) -> Task:
         return Task(version="1", load=..., score=..., metrics={"exact_match": higher("exact match")})
 
 ``harness eval -T key=value`` passes options to the factory; name, description and family are

@@ -298,8 +298,8 @@ def task_view(sessions: sessionmaker[Session], name: str) -> View:
 
 
 def _task_chart(sessions: sessionmaker[Session], name: str) -> dict | None:
-    """The task family's own chart, when its manifest declares one (DSGG's precision-recall view,
-    reliability's quality-cost front). A failing hook costs the page its extra chart, not the page."""
+    """The task family's own chart, when its manifest declares one (a precision-recall view, a
+    quality-cost front). A failing hook costs the page its extra chart, not the page."""
     import logging
 
     from harness.families import chart_hook

@@ -2,7 +2,7 @@
 
 Every battle is labelled when it is served (``arena_battles.categories``, copied onto its vote), so
 ratings can be fitted per category. A category filter is ``key=value`` (``language=ru``,
-``length=long``, ``kind=code``, ``family=gsm8k``) or a bare value matched against every key
+``length=long``, ``kind=code``, ``family=maths``) or a bare value matched against every key
 (``code``); several filters (comma-separated) must all match.
 """
 

@@ -152,7 +152,7 @@ def seed_renders(
     n_samples: int = 6, views: int = 4, size: int = 64,
 ) -> dict[str, int]:
     """3D-style runs: every sample has ``views`` render PNGs and a GLB per model under ``root`` (paths
-    stored relative to it in ``details["renders"]`` and ``details["glb"]``, as tasks/code3d writes
+    stored relative to it in ``details["renders"]`` and ``details["glb"]``, as a 3D family's task writes
     them); sample s000 renders identically for every model."""
     runs: dict[str, int] = {}
     root.mkdir(parents=True, exist_ok=True)
