@@ -59,6 +59,9 @@ class UnknownNameError(UserError, LookupError):
 
 _REGISTRY: dict[Kind, dict[str, Entry]] = {"task": {}, "model": {}}
 _DISCOVERED: dict[Kind, bool] = {"task": False, "model": False}
+# NAME:VALUE tasks built so far: looked up like registered ones, never listed (the base is listed, and
+# what a process happened to use must not change what `harness tasks` shows)
+_DERIVED: dict[str, Entry] = {}
 _PACKAGES: dict[Kind, str] = {"task": "harness.tasks", "model": "harness.models"}
 
 
@@ -215,7 +218,7 @@ def lookup(kind: Kind, name: str) -> Entry:
     if name in reg:
         return reg[name]
     if kind == "task" and ":" in name:
-        return _parametric(name)
+        return _DERIVED.get(name) or _parametric(name)
     # fast paths: a general backend module of that name (harness.models.openai), then the modules of
     # the family the name belongs to; only an unknown name pays for importing everything
     if kind == "model" and name.isidentifier() and _try_import(f"{_PACKAGES[kind]}.{name}") and name in reg:
@@ -256,7 +259,7 @@ def _parametric(name: str) -> Entry:
     # the bound argument is no option of the derived task (its -T listing and check leave it out)
     factory.__signature__ = _without(inspect.signature(bound), base.argument)  # type: ignore[attr-defined]
     entry = Entry(name, factory, base.description, "task", base.family)
-    _REGISTRY["task"][name] = entry
+    _DERIVED[name] = entry
     return entry
 
 

@@ -197,7 +197,7 @@ def test_a_request_that_cannot_be_scored_fails_alone(smol):
     outs = generate(smol, [bos_only, good, too_long, Request.rolling(TEXTS[1:])])
     assert outs[0].error == "input: the continuation is only the prefix token: there is nothing to score"
     assert outs[2].error is not None and outs[2].error.startswith("input: a continuation of")
-    assert "does not fit max_length=32" in outs[2].error and "\n" not in outs[2].error
+    assert "longer than the context length 32" in outs[2].error and "\n" not in outs[2].error
     assert outs[0].loglikelihoods is None and outs[2].loglikelihoods is None
     alone = generate(smol, [good])[0]
     assert outs[1].error is None and outs[1].loglikelihoods == alone.loglikelihoods  # unaffected by the others
