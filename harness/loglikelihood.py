@@ -134,6 +134,40 @@ def pairs_of(request: Request, encode: Encode, prefix_token: int, max_length: in
     raise ValueError(f"not a scoring request: {request.kind}")
 
 
+@dataclass(frozen=True, slots=True)
+class Unit:
+    """One token pair of a call's scoring requests: which request, which of its pairs or texts."""
+
+    request: int
+    item: int
+    pair: TokenPair
+
+
+@dataclass(slots=True)
+class Expanded:
+    """A call's scoring requests as token work: ``failed`` holds the one-line reason of each request
+    that cannot be encoded (it fails alone), ``shapes`` the number of units of each item of the others."""
+
+    units: list[Unit]
+    shapes: dict[int, list[int]]
+    failed: dict[int, str]
+
+
+def expand(requests: Sequence[Request], encode: Encode, prefix_token: int, max_length: int) -> Expanded:
+    """Every request's :func:`pairs_of`, flattened into units (what every scoring backend starts from)."""
+    out = Expanded([], {}, {})
+    for i, req in enumerate(requests):
+        try:
+            per_item = pairs_of(req, encode, prefix_token, max_length)
+        except ValueError as exc:
+            out.failed[i] = str(exc)
+            continue
+        out.shapes[i] = [len(u) for u in per_item]
+        for j, item_units in enumerate(per_item):
+            out.units.extend(Unit(i, j, p) for p in item_units)
+    return out
+
+
 def combine(parts: Sequence[Loglikelihood]) -> Loglikelihood:
     """One text's windows as one answer: logprobs and token counts summed, greedy only if every
     window is (lm-eval keeps only the sum for rolling requests)."""

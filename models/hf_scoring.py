@@ -22,10 +22,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
-from harness.loglikelihood import BosAwareEncoder, TokenPair, combine, pairs_of
+from harness.loglikelihood import BosAwareEncoder, TokenPair, combine, expand
 from harness.types import Loglikelihood, Output, Request, Usage
 
 DEFAULT_MAX_LENGTH = 2048  # lm-eval's fallback when neither config nor tokeniser gives a length
@@ -59,13 +58,6 @@ def encoder(tokenizer: Any) -> BosAwareEncoder:
                            bos_text)
 
 
-@dataclass(slots=True)
-class _Unit:
-    request: int  # position among the scoring requests
-    item: int  # pair or text within the request
-    pair: TokenPair
-
-
 class Scorer:
     """Loglikelihoods of token pairs on one loaded model (see the module docstring)."""
 
@@ -81,17 +73,10 @@ class Scorer:
         """One Output per request, in order; a request whose text cannot be encoded fails alone."""
         t0 = time.perf_counter()
         outputs: list[Output | None] = [None] * len(requests)
-        units: list[_Unit] = []
-        shapes: dict[int, list[int]] = {}  # request -> number of units per item
-        for i, req in enumerate(requests):
-            try:
-                per_item = pairs_of(req, self.encode, self.prefix, self.max_length)
-            except ValueError as exc:
-                outputs[i] = Output(error=f"input: {exc}", details={"error_kind": "input"})
-                continue
-            shapes[i] = [len(u) for u in per_item]
-            for j, item_units in enumerate(per_item):
-                units.extend(_Unit(i, j, p) for p in item_units)
+        work = expand(requests, self.encode, self.prefix, self.max_length)
+        for i, why in work.failed.items():
+            outputs[i] = Output(error=f"input: {why}", details={"error_kind": "input"})
+        units, shapes = work.units, work.shapes
         values = self._run([u.pair for u in units])
         seconds = time.perf_counter() - t0
         collected: dict[tuple[int, int], list[Loglikelihood]] = {}

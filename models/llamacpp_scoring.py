@@ -33,7 +33,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.loglikelihood import BosAwareEncoder, TokenPair, combine, pairs_of
+from harness.loglikelihood import BosAwareEncoder, TokenPair, Unit, combine, expand
 from harness.types import Loglikelihood, Output, Request, Usage
 
 # rows of float64 log-softmax computed at once: 4M values (32 MB), whatever the vocabulary
@@ -65,13 +65,6 @@ def encoder(llm: Any) -> BosAwareEncoder:
     return BosAwareEncoder(with_specials, plain, token_text(llm, prefix_token(llm)))
 
 
-@dataclass(slots=True)
-class _Unit:
-    request: int  # position among the scoring requests
-    item: int  # pair or text within the request
-    pair: TokenPair
-
-
 @dataclass
 class _Input:
     """One distinct model input and the units scored on it."""
@@ -89,7 +82,7 @@ class Plan:
     """The token work of one call's scoring requests: units, and their distinct inputs longest first."""
 
     outputs: list[Output | None]
-    units: list[_Unit]
+    units: list[Unit]
     shapes: dict[int, list[int]]  # request -> number of units per item
     inputs: list[_Input]
 
@@ -97,22 +90,11 @@ class Plan:
 def plan(requests: Sequence[Request], encode: BosAwareEncoder, prefix: int, max_length: int) -> Plan:
     """Encode every request (a request that cannot be encoded fails alone) and group its units by input."""
     outputs: list[Output | None] = [None] * len(requests)
-    units: list[_Unit] = []
-    shapes: dict[int, list[int]] = {}
-    for i, req in enumerate(requests):
-        try:
-            per_item = pairs_of(req, encode, prefix, max_length)
-            for item in per_item:
-                for pair in item:
-                    if len(pair.continuation) > max_length:  # no input of max_length tokens predicts it all
-                        raise ValueError(f"a continuation of {len(pair.continuation)} tokens does not fit "
-                                         f"max_length={max_length} (-M max_length=N, n_ctx=N)")
-        except ValueError as exc:
-            outputs[i] = Output(error=f"input: {exc}", details={"error_kind": "input"})
-            continue
-        shapes[i] = [len(u) for u in per_item]
-        for j, item_units in enumerate(per_item):
-            units.extend(_Unit(i, j, p) for p in item_units)
+    # the core refuses a continuation longer than max_length (no input of max_length tokens predicts it)
+    work = expand(requests, encode, prefix, max_length)
+    for i, why in work.failed.items():
+        outputs[i] = Output(error=f"input: {why}", details={"error_kind": "input"})
+    units, shapes = work.units, work.shapes
     grouped: dict[tuple[int, ...], _Input] = {}
     for k, unit in enumerate(units):
         toks = unit.pair.model_input(max_length)
