@@ -14,7 +14,10 @@ a typo than a request, and a mistyped folder would silently scatter runs over se
 from __future__ import annotations
 
 import os
+import random
 import re
+import sqlite3
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -72,9 +75,30 @@ def default_url() -> str:
     return os.environ.get("HARNESS_DB_URL") or "sqlite:///harness.db"
 
 
+def _switch_to_wal(cur, deadline_s: float = 30.0) -> None:  # type: ignore[no-untyped-def]
+    """``PRAGMA journal_mode=WAL``, retried while another connection holds the file.
+
+    On a brand-new file (still in rollback mode) two connections switching at once both take a
+    shared lock and then ask for an exclusive one; SQLite answers the second "database is locked" at
+    once, without its busy handler (waiting could deadlock), so the busy timeout does not cover it.
+    The first one finishes in milliseconds, after which the switch is a no-op; hence a short retry.
+    """
+    give_up = time.monotonic() + deadline_s
+    pause = 0.005
+    while True:
+        try:
+            cur.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if ("locked" not in str(exc) and "busy" not in str(exc)) or time.monotonic() > give_up:
+                raise
+            time.sleep(pause * (0.5 + random.random()))  # jitter: two retriers must not collide again
+            pause = min(pause * 2, 0.2)
+
+
 def _sqlite_pragmas(dbapi_conn, _record) -> None:  # type: ignore[no-untyped-def]
     cur = dbapi_conn.cursor()
-    cur.execute("PRAGMA journal_mode=WAL")
+    _switch_to_wal(cur)
     cur.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: durable at checkpoint, fast commits
     cur.execute("PRAGMA foreign_keys=ON")
     cur.execute("PRAGMA busy_timeout=30000")
