@@ -623,9 +623,8 @@ class OpenAIModel:
 
 
 PositiveFloat = Annotated[float, Field(gt=0)]
-# OpenAISettings' fields, typed. endpoint, tokenizer, score_prompt, max_length and prefix_token keep
-# OpenAISettings' own checks (their refusals' wording is matched; max_length is any value, so that
-# "1.5e3" is refused there, as "max_length must be an integer >= 3", not rounded)
+# OpenAISettings' fields, typed. endpoint, tokenizer, score_prompt and prefix_token keep OpenAISettings'
+# own checks too (their refusals' wording is matched; a call from Python bypasses the core's)
 ADAPTER = {
     "base_url": Setting(str, DEFAULT_BASE_URL, "server root including /v1 (default: $OPENAI_BASE_URL, else OpenAI's)"),
     "api_key_env": Setting(str, "OPENAI_API_KEY", "environment variable holding the key (empty: none)"),
@@ -653,7 +652,8 @@ ADAPTER = {
     "endpoint": Setting(str, "chat", "chat, or completions: the server also answers raw completions and "
                         "loglikelihood scoring through /completions"),
     "tokenizer": Setting(str, "auto", "scoring's token boundary: auto, server, none or hf:PATH"),
-    "max_length": Setting(Any, None, "scoring's context length, an integer >= 3 (default: the server's, else 2048)"),
+    "max_length": Setting(Annotated[int, Field(ge=3)] | None, None, "scoring's context length (default: the server's, "
+                          "else 2048)"),
     "prefix_token": Setting(int | None, None, "token id an empty context and a rolling text start from (>= 0)"),
     "score_prompt": Setting(str, "text", "text or tokens (send token ids)"),
     # declared so that they are refused with the reason (keys are secrets; settings are stored with runs)

@@ -89,12 +89,13 @@ NO_PREFIX = -1  # stands for an unknown prefix token inside the core's pairs
 
 class ScoreFailure(Exception):
     """One request cannot be scored: ``kind`` is its error kind; ``lasting`` failures describe the
-    server, not the request, and are remembered."""
+    server, not the request, and are remembered. ``attempts``: HTTP requests it took (0: remembered)."""
 
-    def __init__(self, kind: str, message: str, lasting: bool = False) -> None:
+    def __init__(self, kind: str, message: str, lasting: bool = False, attempts: int = 0) -> None:
         super().__init__(message)
         self.kind = kind
         self.lasting = lasting
+        self.attempts = attempts
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,8 +143,8 @@ class Scoring:
     async def score(self, request: Request, http: Any, limit: asyncio.Semaphore) -> Output:
         started = time.perf_counter()
         try:
-            if self.lasting is not None:
-                raise self.lasting
+            if self.lasting is not None:  # remembered: answered without a call
+                raise ScoreFailure(self.lasting.kind, str(self.lasting), lasting=True)
             units, n_items = await asyncio.to_thread(self.units, request)
         except ScoreFailure as exc:
             return _failed(exc, Usage(seconds=time.perf_counter() - started))
@@ -157,7 +158,9 @@ class Scoring:
         failures = [r for r in results if isinstance(r, ScoreFailure)]
         if failures:
             usage.calls += len(failures)
-            return _failed(failures[0], usage)
+            failed = _failed(failures[0], usage)
+            failed.details["attempts"] = sum(f.attempts for f in failures)
+            return failed
         per_item: list[list[Loglikelihood]] = [[] for _ in range(n_items)]
         for unit, r in zip(units, results, strict=True):
             assert isinstance(r, Scored)
@@ -277,8 +280,8 @@ class Scoring:
 
     # ---- one HTTP request --------------------------------------------------------------------------
     async def _send(self, unit: Unit, http: Any, limit: asyncio.Semaphore) -> Scored | ScoreFailure:
-        if self.lasting is not None:
-            return self.lasting
+        if self.lasting is not None:  # remembered: answered without a call
+            return ScoreFailure(self.lasting.kind, str(self.lasting), lasting=True)
         s = self.settings
         body: dict[str, Any] = {"model": s.model, "prompt": unit.prompt, "echo": True, "logprobs": 1,
                                 "max_tokens": 1, "temperature": 0.0, **s.extra_body}
@@ -286,7 +289,9 @@ class Scoring:
             async with limit:
                 posted = await self.model.post_json(http, "/completions", body, give_up=_names_echo)
             if posted.error is not None:
-                raise self._http_failure(posted.status, posted.error, unit)
+                failure = self._http_failure(posted.status, posted.error, unit)
+                failure.attempts = posted.attempts
+                raise failure
             return read_reply(posted.data, unit, self.url)
         except ScoreFailure as exc:
             if exc.lasting and self.lasting is None:
@@ -322,7 +327,7 @@ def _names_echo(status: int, error: Exception) -> bool:
 
 
 def _failed(exc: ScoreFailure, usage: Usage) -> Output:
-    return Output(error=str(exc), usage=usage, details={"error_kind": exc.kind})
+    return Output(error=str(exc), usage=usage, details={"error_kind": exc.kind, "attempts": exc.attempts})
 
 
 def _number(value: Any) -> bool:

@@ -188,10 +188,10 @@ def test_ff_consistency_tokens_change_the_prediction_and_are_trained(toy, tmp_pa
     ("gs:sh", {"stepz": 3}, "did you mean 'steps'"),
     ("gs:sh", {"lipschitz": 3}, "applies to gs:neural_color only"),
     ("gs:neural_color", {"sh_degree": 1}, "applies to gs:sh only"),
-    ("gs:sh", {"steps": "many"}, "steps must be an integer"),
+    ("gs:sh", {"steps": "many"}, "steps='many' must be an integer"),
     ("gs:sh", {"sh_degree": 3}, "between 0 and 1"),
     ("gs:bogus", {}, "unknown gs path"),
-    ("ff:consistency", {"tokens": "maybe"}, "tokens must be true or false"),
+    ("ff:consistency", {"tokens": "maybe"}, "tokens='maybe' must be true or false"),
 ])  # fmt: skip
 def test_bad_settings_are_one_line_errors(spec: str, settings: dict, message: str) -> None:
     with pytest.raises(ValueError) as err:

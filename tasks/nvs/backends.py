@@ -33,7 +33,6 @@ from harness.tasks.nvs.backends_common import (
     FITS,
     ViewError,
     artifacts_dir,
-    as_int,
     between,
     error_outputs,
     load_images,
@@ -49,8 +48,7 @@ from harness.types import Output, Request, Sample, Usage
 
 GS_PATHS = {"sh": "sh", "neural_color": "neural"}
 GS_SETTINGS = {
-    # steps keeps the backend's own check (backends_common.as_int): its refusal's wording is matched
-    "steps": Setting(Any, 400, "training steps, an integer between 1 and 1000000"),
+    "steps": between(int, 1, 1_000_000, 400, "training steps"),
     "gaussians": between(int, 1, 2_000_000, 2000, "Gaussians fitted"),
     "patch": between(int, 4, 4096, 32, "side of the random patch rendered per step, px"),
     "lr": between(float, 1e-6, 100.0, 1.0, "multiplier of every per-parameter learning rate"),
@@ -74,9 +72,7 @@ def gs_config(path: str, settings: dict[str, Any]) -> Any:
         raise ValueError("gs:neural_color: sh_degree applies to gs:sh only")
     settings = validate_settings(name, settings, GS_SETTINGS)  # a factory called directly is checked too
     kw: dict[str, Any] = {"color": GS_PATHS[path]}
-    kw.update({k: v for k, v in settings.items() if k in GS_SETTINGS and k not in ("steps", "cache")})
-    if "steps" in settings:
-        kw["steps"] = as_int(name, "steps", settings["steps"], 1, 1_000_000)
+    kw.update({k: v for k, v in settings.items() if k in GS_SETTINGS and k != "cache"})
     return GSConfig(**kw)
 
 

@@ -147,29 +147,5 @@ def between(tp: type[int] | type[float], low: float, high: float, default: Any, 
     return Setting(Annotated[float, bounds], default, doc, expect=f"a number between {low:g} and {high:g}")
 
 
-# two settings keep their own checks: their refusals' wording ("steps must be an integer", "tokens must be
-# true or false") is what scripts and tests match, and the core words a refusal "steps='x' must be ..."
-def as_int(backend: str, key: str, value: Any, low: int, high: int) -> int:
-    try:
-        out = int(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{backend}: {key} must be an integer, got {value!r}") from None
-    if not low <= out <= high:
-        raise ValueError(f"{backend}: {key} must be between {low} and {high}, got {out}")
-    return out
-
-
-def as_bool(backend: str, key: str, value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in ("true", "1", "yes", "on"):
-        return True
-    if text in ("false", "0", "no", "off"):
-        return False
-    raise ValueError(f"{backend}: {key} must be true or false, got {value!r}")
-
-
 __all__ = ["FITS", "SceneError", "ViewError", "ViewSpec", "view_of", "train_views", "load_images", "views_fit_key",
-           "scene_samples", "artifacts_dir", "write_render", "write_gaussians", "error_outputs", "between", "as_int",
-           "as_bool"]
+           "scene_samples", "artifacts_dir", "write_render", "write_gaussians", "error_outputs", "between"]

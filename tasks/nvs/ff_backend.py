@@ -19,7 +19,6 @@ from harness.tasks.nvs.backends_common import (
     ViewError,
     ViewSpec,
     artifacts_dir,
-    as_bool,
     between,
     error_outputs,
     load_images,
@@ -33,8 +32,7 @@ from harness.tasks.nvs.ff_model import STRIDE, FFConfig
 from harness.types import Output, Request, Sample, Usage
 
 SETTINGS = {
-    # tokens keeps the backend's own check (backends_common.as_bool): its refusal's wording is matched
-    "tokens": Setting(Any, True, "point-cloud consistency tokens through cross-attention: true or false"),
+    "tokens": Setting(bool, True, "point-cloud consistency tokens through cross-attention: true or false"),
     "steps": between(int, 1, 1_000_000, 400, "training steps"),
     "width": between(int, 8, 512, 32, "channels of the predictor"),
     "seed": between(int, 0, 2**31 - 1, 0, "training seed"),
@@ -47,9 +45,7 @@ SETTINGS = {
 def ff_config(settings: dict[str, Any]) -> FFConfig:
     name = "ff:consistency"
     settings = validate_settings(name, settings, SETTINGS)  # a factory called directly is checked too
-    kw: dict[str, Any] = {k: v for k, v in settings.items() if k in SETTINGS and k not in ("tokens", "cache")}
-    if "tokens" in settings:
-        kw["tokens"] = as_bool(name, "tokens", settings["tokens"])
+    kw: dict[str, Any] = {k: v for k, v in settings.items() if k in SETTINGS and k != "cache"}
     return FFConfig(**kw)
 
 
