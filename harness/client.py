@@ -78,6 +78,8 @@ class ModelClient:
               **kwargs: Any) -> ModelClient:
         """Build the model a spec names (alias cards resolved) and wrap it. An alias card's settings
         apply to requests like ``-M`` ones, which win."""
+        # deferred to the call: building from a spec needs the registry of backends, which sits above
+        # this module (registry -> task -> client), so a module-level import would be a cycle
         from harness.modelspec import alias_settings, build_model
 
         mods = modalities or {"text"}

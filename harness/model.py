@@ -83,6 +83,9 @@ class _Registering(types.ModuleType):
     :func:`harness.registry.model` (a package attribute cannot be both a submodule and a function)."""
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        # deferred to the call (a backend module decorating its factory, after this module has loaded):
+        # the registry sits above the model protocol (registry -> task -> client -> model), so a
+        # module-level import would be a cycle
         from harness.registry import model as register
 
         return register(*args, **kwargs)

@@ -22,16 +22,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from harness.backend_settings import Setting, SettingError, check, declared
 from harness.errors import UserError
 from harness.options import check_bounds, split_top
 from harness.options import parse_value as _parse_value
-from harness.registry import UnknownNameError, lookup
+from harness.registry import ModelKind, UnknownNameError, entries, lookup
 from harness.resources import package_data
-
-if TYPE_CHECKING:
-    from harness.backend_settings import Setting
 
 # The installed package's cards (harness/models/aliases), wherever the wheel was installed.
 ALIAS_DIR = package_data("harness.models", "aliases")
@@ -141,8 +139,6 @@ def build_model(
         except UnknownNameError:
             import difflib
 
-            from harness.registry import entries
-
             known = alias_names() + [e.name for e in entries("model")]
             close = difflib.get_close_matches(node.name, known, n=3, cutoff=0.5)
             hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
@@ -163,8 +159,6 @@ def validate_settings(backend: str, settings: dict[str, Any],
     only a near miss such as ``temprature``, which would be passed on and silently ignored), a value
     of the wrong type or range in one line; returns the coerced values. Generation keys are always
     known. Backends whose settings depend on their path call this themselves."""
-    from harness.backend_settings import SettingError, check, declared
-
     try:
         return check(backend, declared(known), settings, strict=strict)
     except SettingError as exc:
@@ -184,3 +178,30 @@ def alias_settings(spec: str, modalities: set[str]) -> dict[str, Any]:
     if node.is_operator or node.path is not None or load_alias(node.name) is None:
         return {}
     return resolve_alias(node.name, modalities)[1]
+
+
+def spec_kind(spec: str) -> ModelKind | None:
+    """The declared kind of a model spec (``hf:x``, an alias, ``vote(qwen, n=5)``), None when a
+    backend in it is not registered here or the spec does not parse. An operator takes the kind its
+    models share (``vote`` over agents ranks with agents), else its own declaration. Here, not in the
+    registry: like :func:`build_model`, it reads a spec (grammar, alias cards) and looks its backends up."""
+
+    def of(node: SpecNode) -> ModelKind | None:
+        if node.is_operator and node.args:
+            inner = {of(a) for a in node.args}
+            if len(inner) == 1:
+                return inner.pop()
+        elif node.path is None:
+            card = load_alias(node.name)
+            if card is not None:  # every variant of an alias is the same kind of model: the first says it
+                target = card.get("spec") or (card.get("variants") or [{}])[0].get("spec")
+                return of(parse_spec(str(target))) if target else None
+        try:
+            return lookup("model", node.name).model_kind
+        except UnknownNameError:
+            return None
+
+    try:
+        return of(parse_spec(spec))
+    except (ModelSpecError, UnknownNameError, ImportError, OSError, ValueError):
+        return None

@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 from harness.backend_settings import Setting, declared
 from harness.errors import UserError
+from harness.task import Task
 
 Kind = Literal["task", "model"]
 
@@ -85,8 +86,6 @@ def task(name: str, *, description: str = "", family: str = "", argument: str = 
         @functools.wraps(fn)
         def factory(*args: Any, **kwargs: Any) -> Any:
             made = fn(*args, **kwargs)
-            from harness.task import Task
-
             if isinstance(made, Task):  # anything else is the caller's to report (the runner refuses it)
                 made.name = made.name or name
                 made.description = made.description or desc
@@ -117,7 +116,7 @@ def model(name: str, *, description: str = "", operator: bool = False,
     ``strict=True`` any other key is refused, naming the closest known keys. Either way a key one typo
     away from a known one (``temprature``) is refused.
     ``kind`` is one of :data:`MODEL_KINDS` (an operator's is the one its models share, see
-    :func:`spec_kind`); anything else is refused here, at import, not on a leaderboard later."""
+    :func:`harness.modelspec.spec_kind`); anything else is refused here, at import, not on a leaderboard later."""
     model_kind = check_kind(kind, f"@model({name!r})")
 
     def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -135,36 +134,6 @@ def check_kind(kind: object, where: str) -> ModelKind:
         if kind == known:
             return known
     raise ValueError(f"{where}: unknown model kind {kind!r}; one of {', '.join(MODEL_KINDS)}")
-
-
-def spec_kind(spec: str) -> ModelKind | None:
-    """The declared kind of a model spec (``hf:x``, an alias, ``vote(qwen, n=5)``), None when a
-    backend in it is not registered here or the spec does not parse. An operator takes the kind its
-    models share (``vote`` over agents ranks with agents), else its own declaration."""
-    from harness.modelspec import ModelSpecError, load_alias, parse_spec
-
-    def of(node: Any) -> ModelKind | None:
-        if node.is_operator and node.args:
-            inner = {of(a) for a in node.args}
-            if len(inner) == 1:
-                return inner.pop()
-        elif node.path is None:
-            card = load_alias(node.name)
-            if card is not None:  # every variant of an alias is the same kind of model: the first says it
-                target = card.get("spec") or (card.get("variants") or [{}])[0].get("spec")
-                return of(parse_spec(str(target))) if target else None
-        entry = _REGISTRY["model"].get(node.name)
-        if entry is None:
-            try:
-                entry = lookup("model", node.name)
-            except UnknownNameError:
-                return None
-        return entry.model_kind
-
-    try:
-        return of(parse_spec(spec))
-    except (ModelSpecError, UnknownNameError, ImportError, OSError, ValueError):
-        return None
 
 
 def _try_import(module: str) -> bool:
@@ -250,8 +219,6 @@ def _parametric(name: str) -> Entry:
     @functools.wraps(bound)
     def factory(*args: Any, **kwargs: Any) -> Any:
         made = bound(*args, **{base.argument: value}, **kwargs)
-        from harness.task import Task
-
         if isinstance(made, Task) and made.name in ("", base_name):
             made.name = name
         return made

@@ -26,9 +26,8 @@ from harness.errors import UserError
 from harness.finalize import finalize_run
 from harness.gcpause import lighter_gc, short_switch_interval
 from harness.model import FitModel, Model, kind_refusal
-from harness.modelspec import alias_settings, build_model
+from harness.modelspec import alias_settings, build_model, spec_kind
 from harness.progress import RunProgress
-from harness.registry import spec_kind
 from harness.run_config import (
     MAX_RUN_NAME,
     MAX_SPEC,

@@ -16,12 +16,11 @@ import sys
 import types
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from harness.client import ModelClient, as_client
 from harness.types import Metric, MetricInfo, Output, Request, RequestKind, Sample, Score
-
-if TYPE_CHECKING:
-    from harness.client import ModelClient
+from harness.types import SampleRecord as SampleRecord  # defined with the value types; importable from here
 
 
 @dataclass(slots=True)
@@ -39,24 +38,8 @@ class ScoreContext:
     model: ModelClient | None = None
 
     def __post_init__(self) -> None:
-        from harness.client import as_client
-
         self.judge = as_client(self.judge, role="judge", seed=None, label=self.judge_spec)
         self.model = as_client(self.model)
-
-
-@dataclass(slots=True)
-class SampleRecord:
-    """A finished sample as the aggregator sees it (also rebuilt from stored rows)."""
-
-    sample_id: str
-    epoch: int
-    scores: dict[str, float]
-    unscored: str | None
-    error: str | None
-    metadata: dict[str, Any]
-    cost: float = 0.0
-    details: dict[str, Any] = field(default_factory=dict)
 
 
 ScoreFn = Callable[[Sample, Output, ScoreContext], "Score | Awaitable[Score]"]
@@ -109,6 +92,8 @@ class _Registering(types.ModuleType):
     :func:`harness.registry.task` (a package attribute cannot be both a submodule and a function)."""
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        # deferred to the call (a family module decorating its factory, after this module has loaded):
+        # the registry sits above this module (it builds Tasks), so a module-level import would be a cycle
         from harness.registry import task as register
 
         return register(*args, **kwargs)

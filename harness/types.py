@@ -365,6 +365,22 @@ class Metric:
     breakdown_value: str = ""
 
 
+@dataclass(slots=True)
+class SampleRecord:
+    """A finished sample as the aggregator sees it (also rebuilt from stored rows). A value type here,
+    below both the task protocol (whose ``aggregate`` takes them) and the store (which rebuilds them),
+    so that neither imports the other for it; :mod:`harness.task` re-exports it."""
+
+    sample_id: str
+    epoch: int
+    scores: dict[str, float]
+    unscored: str | None
+    error: str | None
+    metadata: dict[str, Any]
+    cost: float = 0.0
+    details: dict[str, Any] = field(default_factory=dict)
+
+
 # json.dumps with these options builds an encoder per call; one built once encodes the same text
 _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
 

@@ -21,7 +21,8 @@ from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
 
-from harness.registry import MODEL_KINDS, spec_kind
+from harness.modelspec import spec_kind
+from harness.registry import MODEL_KINDS
 from harness.store.schema import OPERATOR
 
 UNKNOWN = "unknown"

@@ -14,7 +14,8 @@ from fastapi.testclient import TestClient
 from harness.leaderboard.app import create_app
 from harness.leaderboard.kinds import model_kind
 from harness.leaderboard.model_cards import ModelCard, card_for
-from harness.registry import MODEL_KINDS, lookup, model, spec_kind
+from harness.modelspec import spec_kind
+from harness.registry import MODEL_KINDS, lookup, model
 from harness.runner import EvalConfig, Runner
 from harness.store import ops
 from harness.store.db import open_db

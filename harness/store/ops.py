@@ -24,8 +24,7 @@ from harness.store.schema import (
     TaskRow,
     utcnow,
 )
-from harness.task import SampleRecord
-from harness.types import Metric
+from harness.types import Metric, SampleRecord
 
 
 def insert_ignore(session: Session, table: Any, rows: Sequence[dict[str, Any]], keys: list[str]) -> None:
