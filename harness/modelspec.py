@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from harness.backend_settings import Setting, SettingError, check, declared
@@ -31,8 +32,22 @@ from harness.options import parse_value as _parse_value
 from harness.registry import ModelKind, UnknownNameError, entries, lookup
 from harness.resources import package_data
 
-# The installed package's cards (harness/models/aliases), wherever the wheel was installed.
-ALIAS_DIR = package_data("harness.models", "aliases")
+
+def alias_dir() -> Path:
+    """The installed package's cards (harness/models/aliases), wherever the wheel was installed.
+    Found on first use, not at import: a command that needs no card (``harness serve``) must report
+    what *it* is missing from an incomplete installation, not the cards. ``ALIAS_DIR`` reads it too
+    (a test may set that attribute to another folder)."""
+    found = globals().get("ALIAS_DIR")
+    if found is None:
+        found = globals()["ALIAS_DIR"] = package_data("harness.models", "aliases")
+    return Path(found)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "ALIAS_DIR":
+        return alias_dir()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class ModelSpecError(UserError, ValueError):
@@ -79,7 +94,7 @@ def parse_spec(text: str) -> SpecNode:
 
 
 def load_alias(name: str) -> dict[str, Any] | None:
-    card = ALIAS_DIR / f"{name}.yaml"
+    card = alias_dir() / f"{name}.yaml"
     if not card.exists():
         return None
     import yaml
@@ -91,7 +106,8 @@ def load_alias(name: str) -> dict[str, Any] | None:
 
 
 def alias_names() -> list[str]:
-    return sorted(p.stem for p in ALIAS_DIR.glob("*.yaml")) if ALIAS_DIR.exists() else []
+    folder = alias_dir()
+    return sorted(p.stem for p in folder.glob("*.yaml")) if folder.exists() else []
 
 
 def resolve_alias(name: str, modalities: set[str]) -> tuple[str, dict[str, Any]]:

@@ -74,3 +74,20 @@ def db_url(request) -> str:
     if request.param == "sqlite":
         return request.getfixturevalue("sqlite_url")
     return request.getfixturevalue("pg_url")
+
+
+@pytest.fixture(scope="session")
+def harness_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The harness wheel, built once per session from a copy of the sources (tests/test_packaging.py)."""
+    from test_packaging import build_wheel
+
+    return build_wheel(tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def harness_wheel_venv(harness_wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh virtual environment with that wheel installed non-editable, shared by the tests that only
+    read it (the packaging checks, the outside plugin's type check)."""
+    from test_packaging import install_wheel
+
+    return install_wheel(harness_wheel, tmp_path_factory)

@@ -84,3 +84,42 @@ def test_the_outside_familys_chart_is_on_its_task_page(plugin_env: dict[str, str
     finally:
         server.terminate()
         server.wait(10)
+
+
+def test_the_outside_familys_typed_option_and_declared_setting(plugin_env: dict[str, str], tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path / 'typed.db'}"
+    run = harness(plugin_env, "eval", "-t", "wordcount", "-T", "min_words=4", "-m", "counter:exact", "-M", "offset=2",
+                  "--db", db, "--no-progress")
+    assert run.returncode == 0, run.stderr
+    runs = harness(plugin_env, "runs", "--db", db)
+    assert "4/4" in runs.stdout and "0.0000" in runs.stdout  # 4 sentences of 4 words or more, each counted 2 over
+    for option, setting, refusal in [
+        ("min_words=0", "offset=1", ("error: task 'wordcount'", "min_words", ">= 1")),  # the annotation's bound
+        ("min_words=1", "ofset=1", ("error: counter:", "'ofset'", "'offset'")),  # strict: names the closest key
+        ("min_words=1", "offset=x", ("error: counter:", "offset='x'", "integer")),  # the declared type
+    ]:
+        bad = harness(plugin_env, "eval", "-t", "wordcount", "-T", option, "-m", "counter:exact", "-M", setting,
+                      "--db", db, "--no-progress")
+        assert bad.returncode == 2 and bad.stderr.count("\n") == 1, bad.stderr
+        assert bad.stderr.startswith(refusal[0]) and all(part in bad.stderr for part in refusal[1:]), bad.stderr
+    listed = harness(plugin_env, "models", "counter")
+    assert "offset" in listed.stdout and "added to every count" in listed.stdout
+
+
+def _code_after_docstring(path: Path) -> str:
+    text = path.read_text()
+    assert text.startswith('"""'), path
+    return text[text.index('"""', 3) + 3:].lstrip("\n")
+
+
+def test_the_family_guide_quotes_the_example_as_it_is() -> None:
+    """tasks/README.md shows a whole family by quoting this package: each Python block is one of its
+    files, less the module docstring (the guide's prose says what each file is)."""
+    guide = (Path(__file__).resolve().parents[1] / "tasks" / "README.md").read_text()
+    blocks = [b.split("\n", 1)[1] for b in guide.split("```")[1::2] if b.startswith("python\n")]
+    source = PLUGIN / "src" / "harness_wordcount"
+    for name in ("family.py", "tasks.py", "backends.py"):
+        assert _code_after_docstring(source / name) in blocks, f"tasks/README.md does not quote {name} as it is"
+    assert len(blocks) == 3
+    entry_point = 'wordcount = "harness_wordcount.family:FAMILY"'  # the registration the guide quotes
+    assert entry_point in guide and entry_point in (PLUGIN / "pyproject.toml").read_text()

@@ -43,9 +43,9 @@ def _run(cmd: list[str], **kw) -> subprocess.CompletedProcess[str]:
     return subprocess.run(cmd, capture_output=True, text=True, timeout=300, **kw)
 
 
-@pytest.fixture(scope="module")
-def wheel(tmp_path_factory) -> Path:
-    """A wheel built from a copy of the sources (an in-tree build/ folder could hold stale files)."""
+def build_wheel(tmp_path_factory) -> Path:
+    """A wheel built from a copy of the sources (an in-tree build/ folder could hold stale files).
+    Built once per session: tests/conftest.py's ``harness_wheel`` fixture calls this."""
     src = tmp_path_factory.mktemp("src")
     for rel in [*BUILD_FILES, *_source_files()]:
         (src / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -61,15 +61,20 @@ def wheel(tmp_path_factory) -> Path:
 
 
 def _deps_dir(base: Path) -> Path:
-    """Links to this interpreter's site-packages entries except the editable harness and its hooks."""
+    """Links to this interpreter's site-packages entries except the editable harness and its hooks.
+    A venv whose .pth file chains another venv's site-packages (the .pth files are not linked) gets
+    that folder's entries too, after its own."""
     deps = base / "deps"
     deps.mkdir()
-    site = Path(sysconfig.get_paths()["purelib"])
-    for entry in site.iterdir():
-        name = entry.name.lower()
-        if name.startswith(("harness", "__editable__", "_harness")) or name.endswith(".pth"):
-            continue
-        (deps / entry.name).symlink_to(entry)
+    purelib = sysconfig.get_paths()["purelib"]
+    sites = [purelib, *(p for p in sys.path if p != purelib and p.endswith("site-packages") and os.path.isdir(p))]
+    for site in sites:
+        for entry in Path(site).iterdir():
+            name = entry.name.lower()
+            if name.startswith(("harness", "__editable__", "_harness")) or name.endswith(".pth") \
+                    or os.path.lexists(deps / entry.name):
+                continue
+            (deps / entry.name).symlink_to(entry)
     return deps
 
 
@@ -91,12 +96,22 @@ def _env(venv: Path, db: Path) -> dict[str, str]:
             "VIRTUAL_ENV": str(venv)}
 
 
-@pytest.fixture(scope="module")
-def venv(wheel, tmp_path_factory) -> Path:
+def install_wheel(wheel: Path, tmp_path_factory) -> Path:
+    """A fresh venv with the wheel installed non-editable (conftest's ``harness_wheel_venv``)."""
     t0 = time.perf_counter()
     venv = _install(wheel, tmp_path_factory.mktemp("installed"))
     print(f"installed in {time.perf_counter() - t0:.1f}s")
     return venv
+
+
+@pytest.fixture
+def wheel(harness_wheel: Path) -> Path:
+    return harness_wheel
+
+
+@pytest.fixture
+def venv(harness_wheel_venv: Path) -> Path:
+    return harness_wheel_venv
 
 
 def test_wheel_holds_every_package_file(wheel):

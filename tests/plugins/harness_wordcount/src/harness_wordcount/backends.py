@@ -1,38 +1,31 @@
-"""Backend ``counter:``: answers by splitting the last user message on whitespace (``counter:exact``)
-or one too many (``counter:off``), so a run has a known score."""
-
-from __future__ import annotations
+"""Backend ``counter:``: counts the words after the prompt's colon; ``counter:off`` one too many."""
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
+from harness import Output, Request, Usage
+from harness.backend_settings import Setting
 from harness.registry import model
-from harness.types import Output, Request, Usage
 
 
 @dataclass
 class Counter:
-    mode: str
-    spec: str = ""
+    spec: str  # the response cache's key for the model: it holds every setting that changes replies
+    offset: int
     batch_size: int = 64
     concurrency: int = 1
     modalities: frozenset[str] = frozenset({"text"})
     cacheable: bool = False
 
     async def generate(self, requests: Sequence[Request]) -> list[Output]:
-        out = []
-        for r in requests:
-            text = r.messages[-1].text_content.split(":", 1)[-1]
-            n = len(text.split()) + (1 if self.mode == "off" else 0)
-            out.append(Output(text=str(n), usage=Usage(calls=1)))
-        return out
+        return [Output(text=str(len(r.messages[-1].text_content.partition(":")[2].split()) + self.offset),
+                       usage=Usage(calls=1)) for r in requests]
 
 
-@model("counter", description="Counts words (counter:exact) or miscounts by one (counter:off)")
-def counter(path: str | None, **settings: object) -> Counter:
-    if settings:
-        raise ValueError(f"counter: no settings (got {', '.join(sorted(settings))})")
-    mode = path or "exact"
-    if mode not in ("exact", "off"):
-        raise ValueError(f"counter: mode must be exact or off, not {mode!r}")
-    return Counter(mode, spec=f"counter:{mode}")
+@model("counter", description="Counts words (counter:exact) or miscounts by one (counter:off)",
+       settings={"offset": Setting(int, 0, "added to every count")}, strict=True)
+def counter(path: str | None, offset: int = 0, **generation: Any) -> Counter:
+    if path not in (None, "exact", "off"):  # (the generation keys are the model client's to apply)
+        raise ValueError(f"counter: mode must be exact or off, not {path!r}")
+    return Counter(f"counter:{path or 'exact'}" + (f"?offset={offset}" if offset else ""), offset + (path == "off"))
