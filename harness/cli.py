@@ -106,6 +106,10 @@ def eval_cmd(
     # options first: a refused value is one line before the database is opened (or created)
     task_options, model_settings = parse_kv(task_opt, "-T"), parse_kv(model_opt, "-M")
     judge_settings = parse_kv(judge_opt, "-J")
+    if task and task_options:
+        from harness.run_config import text_options_as_written
+
+        task_options = text_options_as_written(task, task_options, task_opt)
     sessions = _sessions(db)
     if dp is not None:
         model_settings["dp"] = dp

@@ -5,3 +5,7 @@
 
 class UserError(Exception):
     """A one-line, user-fixable error."""
+
+
+class RunConfigError(UserError, ValueError):
+    """A run cannot start: bad options, modality mismatch, name clash."""

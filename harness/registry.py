@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 from harness.backend_settings import Setting, declared
 from harness.errors import UserError
+from harness.option_types import typed_options
 from harness.task import Task
 
 Kind = Literal["task", "model"]
@@ -85,7 +86,7 @@ def task(name: str, *, description: str = "", family: str = "", argument: str = 
 
         @functools.wraps(fn)
         def factory(*args: Any, **kwargs: Any) -> Any:
-            made = fn(*args, **kwargs)
+            made = fn(*args, **typed_options(name, fn, kwargs))
             if isinstance(made, Task):  # anything else is the caller's to report (the runner refuses it)
                 made.name = made.name or name
                 made.description = made.description or desc

@@ -10,15 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import harness
-from harness.errors import UserError
+from harness.errors import RunConfigError, UserError
+from harness.option_types import hints_of, is_text, typed_options
 from harness.registry import lookup
 from harness.task import Task
 from harness.types import Metric, Sample, stable_hash
-
-
-class RunConfigError(UserError, ValueError):
-    """A run cannot start: bad options, modality mismatch, name clash."""
-
 
 # column widths of the results database (harness/store/schema.py): checked up front on both engines,
 # so a long name is a one-line error, not a PostgreSQL DataError halfway through a run
@@ -96,72 +92,28 @@ def default_run_name(task: Task, cfg: EvalConfig) -> str:
     return f"{task.name}__{_slug(cfg.model)}__{stable_hash(cfg.identity(task))[:8]}"
 
 
-_SCALARS: dict[Any, str] = {int: "an integer", float: "a number", bool: "true or false"}
-
-
-def _scalar_hint(hint: Any) -> Any | None:
-    """``int``, ``float`` or ``bool``, alone or with ``None``, bounded or not (``Annotated[int,
-    Field(ge=1)]``); anything else is the factory's to check."""
-    import types
-    import typing
-
-    if typing.get_origin(hint) is typing.Annotated:
-        hint = typing.get_args(hint)[0]
-    if hint in _SCALARS:
-        return hint
-    if typing.get_origin(hint) in (typing.Union, types.UnionType):
-        rest = [a for a in typing.get_args(hint) if a is not type(None)]
-        if len(rest) == 1:
-            return _scalar_hint(rest[0])
-    return None
-
-
-def _without_none(hint: Any) -> Any:
-    import types
-    import typing
-
-    if typing.get_origin(hint) in (typing.Union, types.UnionType):
-        rest = [a for a in typing.get_args(hint) if a is not type(None)]
-        if len(rest) == 1:
-            return rest[0]
-    return hint
-
-
 def check_option_types(name: str, factory: Any, options: dict[str, Any]) -> None:
-    """Refuse, in one line before the factory runs, a ``-T`` value its annotation says is an integer, a
-    number or a boolean and that is none (``-T n=abc`` on ``n: int``), or that is outside the bounds the
-    annotation gives (``n: Annotated[int, Field(ge=1)]``). Values that pass are handed to the factory
-    unchanged: this only checks, so a factory's own reading of its options stays as it was."""
-    import inspect
-    import math
-    import typing
+    """Refuse, in one line, a ``-T`` value its annotation does not allow (see :func:`typed_options`)."""
+    typed_options(name, factory, options)
 
-    from pydantic import TypeAdapter, ValidationError
 
-    from harness.backend_settings import describe
-
+def text_options_as_written(task: str, options: dict[str, Any], items: list[str] | None) -> dict[str, Any]:
+    """The command line's ``-T`` options with every ``str``-annotated one back to its text as written
+    (the typed parser reads ``-T name=007`` as 7). A task that does not resolve is left to the run,
+    which reports it in one line."""
     try:
-        hints = typing.get_type_hints(inspect.unwrap(factory), include_extras=True)
-    except Exception:  # an annotation that does not resolve here: nothing to check against
-        return
-    for key, value in options.items():
-        hint = hints.get(key)
-        scalar = _scalar_hint(hint)
-        if scalar is None or value is None:  # None: the factory's own "not given"
-            continue
-        declared = _without_none(hint)  # the scalar with its bounds, if the annotation gives any
-        try:
-            checked = TypeAdapter(declared).validate_python(value)
-        except ValidationError:
-            raise RunConfigError(f"task {name!r}: -T {key} must be {describe(declared)}, got {value!r}") from None
-        if isinstance(checked, float) and not math.isfinite(checked):
-            raise RunConfigError(f"task {name!r}: -T {key} must be a finite number, got {value!r}")
+        factory = lookup("task", task).factory
+    except Exception:  # an unknown task: the runner's one-line error names it
+        return options
+    hints = hints_of(factory)
+    raw = {k.strip(): v.strip() for k, _, v in (item.partition("=") for item in items or [])}
+    return {k: raw[k] if k in raw and k in hints and is_text(hints[k]) and v is not None else v
+            for k, v in options.items()}
 
 
 def build_task(name: str, options: dict[str, Any]) -> Task:
     entry = lookup("task", name)
-    check_option_types(name, entry.factory, options)
-    try:
+    try:  # the registered factory converts the options to its annotations first (harness.option_types)
         task: Task = entry.factory(**options)
     except UserError:
         raise

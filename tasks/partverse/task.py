@@ -78,17 +78,6 @@ JUDGE_METRIC = "judge_score"
 _METRICS_LOCK = threading.Lock()  # model loading and CPU metrics: one sample at a time
 
 
-def as_bool(value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in ("1", "true", "yes", "on"):
-        return True
-    if text in ("0", "false", "no", "off", "none", ""):
-        return False
-    raise ValueError(f"expected a boolean, got {value!r}")
-
-
 # ---- data location ---------------------------------------------------------------------------------
 class Source:
     """Resolved data options of one task instance."""
@@ -244,9 +233,9 @@ def caption_aggregate(task_ref: list[Task]) -> Callable[[list[SampleRecord]], li
     return aggregate
 
 
-def _caption_metrics(traditional: Any, embedder: str | None, sbert_model: str | None,
+def _caption_metrics(traditional: bool, embedder: str | None, sbert_model: str | None,
                      simcse_model: str | None) -> captions.CaptionMetrics:
-    return captions.CaptionMetrics(traditional=as_bool(traditional), embedder=embedder,
+    return captions.CaptionMetrics(traditional=traditional, embedder=embedder,
                                    sbert_model=sbert_model, simcse_model=simcse_model)
 
 
@@ -257,9 +246,9 @@ def _check_points(points: str) -> str:
 
 
 def _caption_task(name: str, description: str, source: Source, build: Callable[[str, dict[str, Any]], Sample],
-                  config: GenerationConfig, points: str, judge: Any, metrics: captions.CaptionMetrics,
+                  config: GenerationConfig, points: str, judge: bool, metrics: captions.CaptionMetrics,
                   options: dict[str, Any], word_overlap: bool = False) -> Task:
-    use_judge = as_bool(judge)
+    use_judge = judge
 
     def load() -> list[Sample]:
         return unique_ids(build(where, row) for where, row in source.rows())
@@ -317,7 +306,7 @@ def partverse_c2s(data_dir: str | None = None, file: str | None = None, hub: str
       description="PartVerse-QA slots-to-caption (196 held-out): PointLLM judge + BLEU/ROUGE/METEOR/embedding")
 def partverse_s2c(data_dir: str | None = None, file: str | None = None, hub: str | None = None,
                   points_dir: str | None = None, packs_dir: str | None = None, num_points: int = 8192,
-                  points: str = "native", judge: Any = True, traditional: Any = True,
+                  points: str = "native", judge: bool = True, traditional: bool = True,
                   embedder: str | None = "default", sbert_model: str | None = None,
                   simcse_model: str | None = None, mesh_dir: str | None = None) -> Task:
     source = Source(data_dir, file, S2C_FILES, hub, points_dir, packs_dir, int(num_points), mesh_dir)
@@ -332,7 +321,7 @@ def partverse_s2c(data_dir: str | None = None, file: str | None = None, hub: str
       description="Objaverse whole-object captioning (PointLLM val 200, prompt 2): judge + caption metrics")
 def objaverse_caption(data_dir: str | None = None, file: str | None = None, hub: str | None = None,
                       points_dir: str | None = None, packs_dir: str | None = None, num_points: int = 8192,
-                      points: str = "native", judge: Any = True, traditional: Any = True,
+                      points: str = "native", judge: bool = True, traditional: bool = True,
                       embedder: str | None = "default", sbert_model: str | None = None,
                       simcse_model: str | None = None, prompt_index: int = 2, mesh_dir: str | None = None) -> Task:
     index = int(prompt_index)
@@ -350,7 +339,7 @@ def objaverse_caption(data_dir: str | None = None, file: str | None = None, hub:
       description="3DCoMPaT-GrIn part-aware grounded descriptions, language-only: caption metrics (+ judge)")
 def compat_grin(data_dir: str | None = None, file: str | None = None, hub: str | None = None,
                 points_dir: str | None = None, packs_dir: str | None = None, num_points: int = 8192,
-                points: str = "native", judge: Any = True, traditional: Any = True,
+                points: str = "native", judge: bool = True, traditional: bool = True,
                 embedder: str | None = "default", sbert_model: str | None = None,
                 simcse_model: str | None = None, mesh_dir: str | None = None) -> Task:
     source = Source(data_dir, file, GRIN_FILES, hub, points_dir, packs_dir, int(num_points), mesh_dir)

@@ -188,10 +188,9 @@ def reid_aerial_ground(protocol: str = "A2G", data: str = "synth", root: str | N
     if data == "synth":
         from harness.tasks.reid.synth import SynthConfig
 
-        # the annotations are checked before the factory runs (harness.run_config.check_option_types),
-        # which hands the values over as given: a quoted "4" is read here; the ranges are the config's
-        cfg = SynthConfig(ids=int(ids), ground=int(ground), aerial=int(aerial), seed=int(seed), lifts=int(lifts),
-                          novel=int(novel), fail_rate=float(fail_rate), workers=int(workers))
+        # the values arrive as the annotated types (harness.option_types); the ranges are the config's
+        cfg = SynthConfig(ids=ids, ground=ground, aerial=aerial, seed=seed, lifts=lifts, novel=novel,
+                          fail_rate=fail_rate, workers=workers)
         cfg.validate()
         options.update({"ids": cfg.ids, "ground": cfg.ground, "aerial": cfg.aerial, "seed": cfg.seed,
                         "lifts": cfg.lifts, "novel": cfg.novel, "fail_rate": cfg.fail_rate})
