@@ -5,7 +5,8 @@ combining) compare *answers*, not texts, and what an answer is depends on the ta
 the operator parameter ``extract=NAME`` (default ``auto``):
 
 - ``gsm8k`` / ``number``: the number after ``####`` if present, else the last number
-  (lm-eval's strict-then-flexible filters), canonicalised so ``18.00`` and ``18`` agree;
+  (lm-eval's strict-then-flexible filters), canonicalised so ``18.00`` and ``18`` agree: the core's
+  :func:`harness.numbers.canonical_final_number`;
 - ``mcq``: a choice letter A-J (``Answer: C``, ``(C)``, ``#### C``, ``the answer is C``, a lone letter);
 - ``code``: the last fenced code block (or the whole reply), comments and blank lines dropped,
   whitespace collapsed, so cosmetic differences do not split votes;
@@ -20,11 +21,11 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+from harness.numbers import canonical_final_number, canonical_marked_number
+
 Extractor = Callable[[str], "str | None"]
 EXTRACTORS: dict[str, Extractor] = {}
 
-_HASH_NUM = re.compile(r"####\s*\$?\s*(-?[0-9][0-9.,]*)")
-_NUM = re.compile(r"-?\$?[0-9][0-9,]*(?:\.[0-9]+)?")
 # the prefix is case-insensitive, the letter is not ("the answer is a bit ..." is no answer)
 _MCQ_EXPLICIT = re.compile(r"(?i:answer\s*(?:is|:)?\s*[:\-]?\s*|####\s*)\(?\**([A-J])\b\)?")
 _MCQ_PAREN = re.compile(r"\(([A-J])\)")
@@ -47,29 +48,10 @@ def get_extractor(name: str) -> Extractor:
         raise ValueError(f"unknown extractor {name!r}; choose one of {', '.join(sorted(EXTRACTORS))}") from None
 
 
-def canonical_number(raw: str) -> str | None:
-    text = raw.replace(",", "").replace("$", "").strip().rstrip(".")
-    try:
-        value = float(text)
-    except ValueError:
-        return None
-    if value == int(value) and abs(value) < 1e15:
-        return str(int(value))
-    return repr(value)
-
-
 @register_extractor("gsm8k")
 def extract_number(reply: str) -> str | None:
-    found = _HASH_NUM.findall(reply)
-    if found:
-        value = canonical_number(found[-1])
-        if value is not None:
-            return value
-    for candidate in reversed(_NUM.findall(reply)):
-        value = canonical_number(candidate)
-        if value is not None:
-            return value
-    return None
+    # the core's canonical vote key (harness.numbers), so a vote here and a task's score read one rule
+    return canonical_final_number(reply)
 
 
 EXTRACTORS["number"] = extract_number
@@ -112,10 +94,9 @@ def extract_text(reply: str) -> str | None:
 
 @register_extractor("auto")
 def extract_auto(reply: str) -> str | None:
-    if "####" in reply:
-        found = _HASH_NUM.findall(reply)
-        if found and canonical_number(found[-1]) is not None:
-            return canonical_number(found[-1])
+    marked = canonical_marked_number(reply)
+    if marked is not None:
+        return marked
     explicit = _MCQ_EXPLICIT.findall(reply)
     if explicit:
         return explicit[-1].upper()

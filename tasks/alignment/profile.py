@@ -24,12 +24,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
+from harness import results
 from harness.stats import paired_test
-from harness.store import ops
-from harness.store.schema import MetricRow, ModelRow, TaskRow
 from harness.task import SampleRecord
 
 from .redact import NOTICE
@@ -99,22 +97,18 @@ class Comparison:
 def load_profiles(sessions: sessionmaker[Session], run_names: list[str]) -> list[ModelProfile]:
     """One profile per model (in the order models first appear); a later run of a task replaces an earlier one."""
     profiles: dict[str, ModelProfile] = {}
-    with sessions() as s:
+    with sessions() as s:  # one snapshot for every run named
         for name in run_names:
-            run = ops.find_run(s, name)
+            run = results.find_run(s, name)
             if run is None:
                 raise ValueError(f"no run named {name!r}")
-            task = s.get(TaskRow, run.task_id)
-            model = s.get(ModelRow, run.model_id)
-            assert task is not None and model is not None
-            if not task.name.startswith("alignment_"):
-                raise ValueError(f"run {name!r} is a {task.name!r} run, not an alignment probe")
-            label = model.display_name or model.spec
-            prof = profiles.setdefault(label, ModelProfile(label))
-            prof.runs[task.name] = run.name
-            prof.run_ids[task.name] = run.id
-            for m in s.scalars(select(MetricRow).where(MetricRow.run_id == run.id, MetricRow.breakdown_key == "")):
-                prof.metrics[(task.name, m.name)] = Cell(m.value, m.ci_low, m.ci_high, m.n)
+            if not run.task.startswith("alignment_"):
+                raise ValueError(f"run {name!r} is a {run.task!r} run, not an alignment probe")
+            prof = profiles.setdefault(run.model_label, ModelProfile(run.model_label))
+            prof.runs[run.task] = run.name
+            prof.run_ids[run.task] = run.id
+            for m in results.metrics(s, run, breakdown=""):
+                prof.metrics[(run.task, m.name)] = Cell(m.value, m.ci_low, m.ci_high, m.n)
     return list(profiles.values())
 
 
@@ -157,8 +151,7 @@ def compare(sessions: sessionmaker[Session], profiles: list[ModelProfile], seed:
 
     def records(run_id: int) -> list[SampleRecord]:
         if run_id not in cache:
-            with sessions() as s:
-                cache[run_id] = ops.load_records(s, run_id)
+            cache[run_id] = results.records(sessions, run_id)
         return cache[run_id]
 
     for other in profiles[1:]:

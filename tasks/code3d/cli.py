@@ -39,7 +39,7 @@ def judge_cmd(
     from harness.data import read_jsonl
     from harness.modelspec import build_model
     from harness.ratings import RatingsError
-    from harness.store.ops import find_run
+    from harness.results import find_run
     from harness.task import ScoreContext
     from harness.tasks.code3d.judge import agreement, judge_runs, rate_verdicts
 
@@ -51,11 +51,11 @@ def judge_cmd(
     run_ids = []
     with sessions() as s:
         for name in runs:
-            row = find_run(s, name)
-            if row is None:
+            found = find_run(s, name)
+            if found is None:
                 fail(f"no run {name!r}")
             else:
-                run_ids.append(row.id)
+                run_ids.append(found.id)
     judge_settings = parse_kv(judge_opt or [], "-J")
     judge_model = build_model(judge, judge_settings, {"text", "image"})
     # verdicts are cached in this database like a run's judge calls

@@ -124,25 +124,20 @@ def _prompt_text(sample_input: dict[str, Any]) -> str:
     return "".join(p.get("text", "") for p in content if p.get("type") == "text")
 
 
-def load_run_outputs(session: Any, run_id: int) -> dict[str, dict[str, Any]]:
-    """sample id -> {status, renders, code, prompt, reference_renders, image} of one stored run."""
-    from sqlalchemy import select
-
-    from harness.store.schema import SampleResultRow
+def load_run_outputs(db: Any, run_id: int) -> dict[str, dict[str, Any]]:
+    """sample id -> {status, renders, code, prompt, reference_renders, image} of one stored run (its
+    epoch 0); ``db``: a session or a session factory (:mod:`harness.results`)."""
+    from harness.results import samples
     from harness.tasks.code3d.task import extract_code
 
-    rows = session.execute(
-        select(SampleResultRow.sample_id, SampleResultRow.input, SampleResultRow.output, SampleResultRow.details,
-               SampleResultRow.error).where(SampleResultRow.run_id == run_id, SampleResultRow.epoch == 0)
-    )  # fmt: skip
     out = {}
-    for sample_id, sample_input, text, details, error in rows:
-        details = details or {}
-        out[sample_id] = {
-            "status": details.get("status") or ("ERR_MODEL" if error else "MISSING"),
-            "renders": list(details.get("renders") or []), "code": extract_code(text or "")[0],
-            "prompt": _prompt_text(sample_input or {}), "reference_renders": details.get("reference_renders") or [],
-            "image": (sample_input or {}).get("metadata", {}).get("setting") == "image",
+    for row in samples(db, run_id, epoch=0):
+        details = row.details
+        out[row.sample_id] = {
+            "status": details.get("status") or ("ERR_MODEL" if row.error else "MISSING"),
+            "renders": list(details.get("renders") or []), "code": extract_code(row.output)[0],
+            "prompt": _prompt_text(row.input), "reference_renders": details.get("reference_renders") or [],
+            "image": row.input.get("metadata", {}).get("setting") == "image",
         }  # fmt: skip
     return out
 
@@ -152,17 +147,19 @@ async def judge_runs(
 ) -> list[PairVote]:
     """Every pair of runs on every sample both have: execution decides when a side failed (both
     failed: both_bad; one failed: the other wins), the judge decides otherwise. Verdicts are stored
-    as judgement rows of run A."""
+    as judgement rows of run A (through :func:`harness.results_write.store_judgements`)."""
     from itertools import combinations
 
-    from sqlalchemy import select
-
-    from harness.store.ops import write_judgements
-    from harness.store.schema import ModelRow, RunRow
+    from harness.results import get_run
+    from harness.results_write import store_judgements
 
     with sessions() as s:
-        names = {rid: s.scalar(select(ModelRow.spec).join(RunRow, RunRow.model_id == ModelRow.id)
-                               .where(RunRow.id == rid)) for rid in run_ids}  # fmt: skip
+        names: dict[int, str] = {}
+        for rid in run_ids:
+            run = get_run(s, rid)
+            if run is None:
+                raise ValueError(f"no stored run with id {rid}")
+            names[rid] = run.model
         outputs = {rid: load_run_outputs(s, rid) for rid in run_ids}
     votes: list[PairVote] = []
     records: list[dict[str, Any]] = []
@@ -183,8 +180,5 @@ async def judge_runs(
             for rec in verdict.records:
                 rec.verdict.update(model_a=names[ra], model_b=names[rb], run_b=rb, outcome=outcome)
                 records.append({"run_id": ra, "sample_id": sid, "epoch": 0, **rec.to_dict()})
-    if records:
-        with sessions() as s:
-            write_judgements(s, records)
-            s.commit()
+    store_judgements(sessions, records)
     return votes

@@ -10,10 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from harness.store.schema import MetricRow, ModelRow, RunRow, TaskRow
+from harness import results
 
 COLUMNS = ("R@20", "R@50", "mR@20", "precision", "recall", "f1", "redundancy", "temporal_redundancy",
            "informative_recall", "trivial_rate")
@@ -27,17 +26,12 @@ class RunPR:
 
 
 def load(sessions: sessionmaker[Session], task: str = "dsgg") -> list[RunPR]:
-    with sessions() as s:
-        runs = s.execute(select(RunRow.id, RunRow.name, ModelRow.spec)
-                         .join(TaskRow, RunRow.task_id == TaskRow.id).join(ModelRow, RunRow.model_id == ModelRow.id)
-                         .where(TaskRow.name == task).order_by(RunRow.id)).all()
+    with sessions() as s:  # one snapshot for every run
         out = []
-        for run_id, name, spec in runs:
-            rows = s.execute(select(MetricRow.name, MetricRow.value, MetricRow.ci_low, MetricRow.ci_high)
-                             .where(MetricRow.run_id == run_id, MetricRow.breakdown_key == "")).all()
-            values = {n: (v, lo, hi) for n, v, lo, hi in rows}
+        for run in results.runs(s, task=task):
+            values = {m.name: (m.value, m.ci_low, m.ci_high) for m in results.metrics(s, run, breakdown="")}
             if "precision" in values:
-                out.append(RunPR(name, spec, values))
+                out.append(RunPR(run.name, run.model, values))
     return out
 
 

@@ -31,12 +31,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
+from harness import results
 from harness.modelspec import SpecNode, parse_spec
 from harness.stats import mean_ci, paired_test
-from harness.store.schema import RunRow, SampleResultRow, TaskRow
 
 HIDDEN_PARAMS = {"extract", "judge", "price_in", "price_out", "judge_max_tokens"}
 
@@ -89,43 +88,36 @@ def describe_spec(spec: str) -> tuple[str, str, str]:
 
 
 def load_points(sessions: sessionmaker[Session], task: str | None = None) -> list[RunPoint]:
-    with sessions() as s:
-        runs = s.execute(select(RunRow, TaskRow).join(TaskRow, RunRow.task_id == TaskRow.id)
-                         .order_by(RunRow.id)).all()
+    with sessions() as s:  # one snapshot for every run
         points = []
-        for run, task_row in runs:
-            if task is not None and task_row.name != task:
-                continue
-            metric = task_row.primary_metric
-            rows = s.execute(select(SampleResultRow.sample_id, SampleResultRow.scores, SampleResultRow.unscored,
-                                    SampleResultRow.error, SampleResultRow.details, SampleResultRow.cost)
-                             .where(SampleResultRow.run_id == run.id)).all()
+        for run in results.runs(s, task=task):
+            metric = run.primary_metric
             q_acc: dict[str, list[float]] = defaultdict(list)
             c_acc: dict[str, list[float]] = defaultdict(list)
             usd: dict[str, list[float]] = defaultdict(list)
             n_err = 0
-            for sid, scores, unscored, error, details, cost in rows:
-                if error is not None:
+            for r in results.records(s, run):
+                if r.error is not None:
                     n_err += 1
                     continue
-                split = (details or {}).get("cost") or {}
-                c_acc[sid].append(float(split["normalised"]) if split.get("normalised") is not None else 1.0)
-                usd[sid].append(float(cost or 0.0))
-                value = (scores or {}).get(metric)
-                if unscored is None and value is not None:
-                    q_acc[sid].append(float(value))
+                split = r.details.get("cost") or {}
+                c_acc[r.sample_id].append(float(split["normalised"]) if split.get("normalised") is not None else 1.0)
+                usd[r.sample_id].append(float(r.cost))
+                value = r.scores.get(metric)
+                if r.unscored is None and value is not None:
+                    q_acc[r.sample_id].append(float(value))
             if not q_acc:
                 continue
             q_by = {sid: sum(v) / len(v) for sid, v in q_acc.items()}
             c_by = {sid: sum(v) / len(v) for sid, v in c_acc.items()}
             usd_by = {sid: sum(v) / len(v) for sid, v in usd.items()}
             est = mean_ci(list(q_by.values()))
-            model_spec = str((run.config or {}).get("model", ""))
+            model_spec = str(run.config.get("model", ""))
             try:
                 base, op, budget = describe_spec(model_spec)
             except ValueError:
                 base, op, budget = model_spec, "plain", ""
-            points.append(RunPoint(run.id, run.name, task_row.name, model_spec, base, op, budget, est.value,
+            points.append(RunPoint(run.id, run.name, run.task, model_spec, base, op, budget, est.value,
                                    est.ci_low, est.ci_high, float(np.mean(list(c_by.values()))),
                                    float(np.mean(list(usd_by.values()))) if usd_by else 0.0, est.n, n_err, q_by,
                                    c_by, usd_by))
@@ -264,12 +256,11 @@ def load_prompts(sessions: sessionmaker[Session], run_ids: Sequence[int]) -> dic
     """sample id -> the user text of its stored request (the router's input)."""
     out: dict[str, str] = {}
     with sessions() as s:
-        rows = s.execute(select(SampleResultRow.sample_id, SampleResultRow.input)
-                         .where(SampleResultRow.run_id.in_(list(run_ids)))).all()
-        for sid, inp in rows:
+        for row in (r for run_id in run_ids for r in results.samples(s, run_id)):
+            sid = row.sample_id
             if sid in out:
                 continue
-            msgs = (inp or {}).get("messages") or []
+            msgs = row.input.get("messages") or []
             texts = []
             for m in msgs:
                 if m.get("role") != "user":

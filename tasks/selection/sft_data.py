@@ -19,8 +19,8 @@ import random
 import re
 from dataclasses import dataclass
 
-from harness.data import read_jsonl
-from harness.tasks.gsm8k.task import DATA, normalise, parse_row
+from harness.numbers import normalise
+from harness.tasks.gsm8k.problems import DATA, parse_row, problem_rows  # the gsm8k family's data API
 from harness.types import Sample
 
 ANNOTATION = re.compile(r"<<[^>]*>>")
@@ -67,7 +67,7 @@ def corrupt(solution: str, rng: random.Random) -> str:
 def build_split(spec: SplitSpec) -> tuple[list[Sample], list[Sample], list[Sample]]:
     """(train, dev, test) samples. Ids are ``gsm8k-<row>``, the 0-based row of GSM8K's test file."""
     spec.check()
-    rows = [(i, row) for i, (_, row) in enumerate(read_jsonl(DATA))
+    rows = [(i, row) for i, row in enumerate(problem_rows(DATA))
             if len(str(row.get("question", ""))) + len(clean_solution(str(row.get("answer", "")))) <= spec.max_chars]
     need = spec.n_test + spec.n_dev + 1
     if len(rows) < need:

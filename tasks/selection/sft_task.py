@@ -6,7 +6,8 @@ the train solutions given a wrong final answer. A ``datasel:*`` backend fine-tun
 the train split (``steps`` steps, ``select`` of ``pool`` problems a step; sft_trainer.py), then
 answers the test problems with greedy decoding (``max_new_tokens``).
 
-Per sample: the gsm8k family's three exact-match values (its scorer, called as is) and the training
+Per sample: the three exact-match values of the gsm8k task (the core's final-number scorer,
+:func:`harness.numbers.score_final_number`, which that task scores with too) and the training
 record, the same on every sample: ``budget_used``, ``noisy_selected_fraction`` (share of the
 trained-on problems whose answer was corrupted; 0 without noise), ``selection_seconds_per_step``
 and ``dev_nll`` (mean answer-token NLL of the held-out clean solutions after training).
@@ -17,10 +18,9 @@ from __future__ import annotations
 from dataclasses import asdict, replace
 from typing import Any
 
+from harness.numbers import FINAL_NUMBER_METRICS, score_final_number
 from harness.registry import task
 from harness.task import ScoreContext, Task
-from harness.tasks.gsm8k.task import METRICS as GSM8K_METRICS
-from harness.tasks.gsm8k.task import score as gsm8k_score
 from harness.types import GenerationConfig, Output, Request, Sample, Score, lower, neutral, stable_hash
 
 RECORD_METRICS = {
@@ -32,7 +32,7 @@ RECORD_METRICS = {
 
 
 def score(sample: Sample, output: Output, ctx: ScoreContext) -> Score:
-    base = gsm8k_score(sample, output, ctx)
+    base = score_final_number(sample, output)
     pred = output.prediction if isinstance(output.prediction, dict) else {}
     extra = {k: float(pred[k]) for k in RECORD_METRICS if isinstance(pred.get(k), int | float)}
     return replace(base, values={**base.values, **extra})
@@ -68,5 +68,5 @@ def select_sft(steps: int = 12, pool: int = 8, select: int = 2, lr: float = 1e-3
 
     options = {**plan, **asdict(spec), "max_new_tokens": int(max_new_tokens)}
     return Task(version="1", load=lambda: list(test), train=train, prompt=prompt, score=score,
-                primary_metric="exact_match_flexible", metrics={**GSM8K_METRICS, **RECORD_METRICS},
+                primary_metric="exact_match_flexible", metrics={**FINAL_NUMBER_METRICS, **RECORD_METRICS},
                 content_hash=stable_hash({"task": "select_sft", **options, "v": 1}), options=options)
