@@ -39,7 +39,7 @@ def one(db_url: str, data: Path, workers: int, delay: float, concurrency: int, s
     from harness.store.db import open_db
     from harness.store.schema import SampleResultRow
     from harness.sweep import SweepOptions, start
-    from harness.sweep_matrix import Matrix, Resources
+    from harness.sweep.matrix import Matrix, Resources
 
     sessions = open_db(db_url)
     settings = {"delay": delay, "batch_size": 1, "concurrency": concurrency}

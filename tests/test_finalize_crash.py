@@ -25,8 +25,8 @@ from harness.runner import EvalConfig, evaluate
 from harness.store import units
 from harness.store.db import open_db
 from harness.store.schema import MetricRow, RunRow, SampleResultRow
-from harness.sweep_matrix import Matrix, Resources, RunEntry, expand
-from harness.sweep_worker import SweepWorker
+from harness.sweep.matrix import Matrix, Resources, RunEntry, expand
+from harness.sweep.worker import SweepWorker
 
 N = 40
 MATRIX = Matrix(tasks=[("gsm8k", {})], models=[("builtin:number", {}, Resources())], limit=N)
@@ -41,7 +41,7 @@ CHILD = textwrap.dedent("""
         time.sleep(600)
 
     harness.finalize.aggregate = hold
-    from harness.sweep_worker import work
+    from harness.sweep.worker import work
     work(sys.argv[1], int(sys.argv[2]))
 """)
 

@@ -20,8 +20,8 @@ from harness.ratings import (
     rate,
     rate_counts,
 )
-from harness.ratings_style import rate_with_style, style_features
-from harness.voter_audit import implausible_voters
+from harness.ratings.style import rate_with_style, style_features
+from harness.ratings.voter_audit import implausible_voters
 
 
 def simulate(theta: np.ndarray, n: int, rng: np.random.Generator, tie_share: float = 0.5):

@@ -23,7 +23,7 @@ from harness.store.db import open_db
 from harness.store.schema import MetricRow, RunRow, SampleResultRow
 from harness.store.schema_sweeps import WorkUnitRow
 from harness.sweep import SweepOptions, start
-from harness.sweep_matrix import Matrix, Resources
+from harness.sweep.matrix import Matrix, Resources
 
 ray = require("ray", "tests/setup.d/00-python.sh installs it (the `sweep` extra)")
 

@@ -16,8 +16,8 @@ from harness.store import units
 from harness.store.db import open_db
 from harness.store.schema_sweeps import SweepRow, WorkUnitRow
 from harness.sweep import SweepOptions, start
-from harness.sweep_matrix import Matrix, Resources, SweepError, matrix_from_yaml
-from harness.sweep_schema import MAX_ALIASES, MAX_FILE_BYTES, MAX_NODES, MAX_RUNS, MAX_SAMPLES, MAX_UNITS
+from harness.sweep.matrix import Matrix, Resources, SweepError, matrix_from_yaml
+from harness.sweep.schema import MAX_ALIASES, MAX_FILE_BYTES, MAX_NODES, MAX_RUNS, MAX_SAMPLES, MAX_UNITS
 
 GOOD = "tasks: [gsm8k]\nmodels: [builtin:echo]\n"
 

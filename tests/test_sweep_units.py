@@ -15,7 +15,7 @@ from harness.store.db import open_db
 from harness.store.schema import utcnow
 from harness.store.schema_sweeps import SweepRow, WorkUnitRow
 from harness.sweep import SweepOptions, start, unit_size
-from harness.sweep_matrix import Matrix, Resources, SweepError, expand, matrix_from_yaml
+from harness.sweep.matrix import Matrix, Resources, SweepError, expand, matrix_from_yaml
 
 
 def _matrix(**kw) -> Matrix:
@@ -156,7 +156,7 @@ def test_cancel_releases_leases_and_stops_claims(db_url: str) -> None:
 def test_one_worker_in_process_works_the_units_off_and_opens_slots_for_a_concurrent_model(tmp_path: Path) -> None:
     import asyncio
 
-    from harness.sweep_worker import SweepWorker
+    from harness.sweep.worker import SweepWorker
 
     url = f"sqlite:///{tmp_path / 'h.db'}"
     sessions = open_db(url)

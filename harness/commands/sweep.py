@@ -33,7 +33,7 @@ def absolute_db_url(db: str | None) -> str:
 def _matrix(file: Path | None, tasks: list[str] | None, models: list[str] | None, task_opt: list[str] | None,
             model_opt: list[str] | None, seeds: str | None, epochs: int | None, limit: int | None, judge: str | None,
             judge_opt: list[str] | None, name: str | None) -> Any:
-    from harness.sweep_matrix import Matrix, Resources, matrix_from_yaml
+    from harness.sweep.matrix import Matrix, Resources, matrix_from_yaml
 
     if file is not None:
         # a flag beside a file would be silently ignored: the file is the whole matrix (--name aside)
@@ -61,7 +61,7 @@ def run_sweep(db: str | None, matrix: Any, *, workers: int, unit_size: int | Non
 
     from harness.errors import UserError
     from harness.sweep import SweepOptions, check_options, start
-    from harness.sweep_matrix import expand
+    from harness.sweep.matrix import expand
 
     opts = SweepOptions(workers=workers, unit_size=unit_size, ray_address=ray, lease_seconds=lease_seconds,
                         progress=progress and not as_json, say=lambda t: typer.echo(t, err=True))
@@ -99,7 +99,7 @@ def run_sweep(db: str | None, matrix: Any, *, workers: int, unit_size: int | Non
 def _table(rows: list[dict[str, Any]], title: str) -> None:
     from rich.table import Table
 
-    from harness.sweep_status import format_eta
+    from harness.sweep.status import format_eta
 
     table = Table(title=title, pad_edge=False, box=None)
     # short headers and unwrapped numbers: on an 80-column terminal the run name gets the room
@@ -156,7 +156,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Per run: done / leased / pending / errors, rate and ETA."""
         from harness.store import units
-        from harness.sweep_status import sweep_progress
+        from harness.sweep.status import sweep_progress
 
         sessions = sessions_for(db)
         row = units.find_sweep(sessions, sweep) if sweep else next(iter(units.list_sweeps(sessions)), None)
@@ -198,7 +198,7 @@ def register(app: typer.Typer) -> None:
 
 
 def check_shards(shards: int) -> None:
-    from harness.sweep_schema import MAX_WORKERS
+    from harness.sweep.schema import MAX_WORKERS
 
     if not 1 <= shards <= MAX_WORKERS:
         fail(f"--shards must be between 1 and {MAX_WORKERS}, got {shards}")
@@ -209,7 +209,7 @@ def sharded_eval(cfg: Any, db: str | None, shards: int, ray: str | None, *, prog
     after the run (so the same command resumes it)."""
     from harness.errors import UserError
     from harness.runner import build_task, default_run_name
-    from harness.sweep_matrix import Matrix, Resources
+    from harness.sweep.matrix import Matrix, Resources
 
     check_shards(shards)
     if cfg.sample_ids or cfg.run_name:

@@ -33,8 +33,8 @@ Display scale (Elo-like, as FastChat): rating = 1000 + 400 * theta / ln(10), so 
 
 Rank (UB) (LMArena): 1 + the number of models whose lower CI bound is above this model's upper bound.
 
-Style control (a contextual BT model with style covariates) is :mod:`harness.ratings_style`; the
-arena's voter audit is :mod:`harness.voter_audit`.
+Style control (a contextual BT model with style covariates) is :mod:`harness.ratings.style`; the
+arena's voter audit is :mod:`harness.ratings.voter_audit`.
 """
 
 from __future__ import annotations

@@ -90,7 +90,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Literal
 
-from harness.sandbox_cgroup import MemoryCgroup
+from harness.sandbox.cgroup import MemoryCgroup
 
 SandboxStatus = Literal["ok", "error", "timeout", "memory", "killed"]
 

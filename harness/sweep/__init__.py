@@ -25,9 +25,9 @@ from typing import Any
 from sqlalchemy.orm import Session, sessionmaker
 
 from harness.store import units
-from harness.sweep_matrix import Matrix, RunEntry, SweepError, expand
-from harness.sweep_schema import MAX_UNITS, validate_options
-from harness.sweep_status import sweep_progress
+from harness.sweep.matrix import Matrix, RunEntry, SweepError, expand
+from harness.sweep.schema import MAX_UNITS, validate_options
+from harness.sweep.status import sweep_progress
 
 MAX_UNIT = 500
 # environment a worker needs to find the same caches, data and Blender/vLLM interpreters as the driver
@@ -139,7 +139,7 @@ def _actor_class(ray: Any, max_restarts: int) -> Any:
             return os.getpid()
 
         def work(self) -> dict[str, Any]:
-            from harness.sweep_worker import work
+            from harness.sweep.worker import work
 
             return work(self.db_url, self.sweep_id, **self.kwargs)
 

@@ -15,7 +15,7 @@ From the command line (``-t``/``-m``/``-T``/``-M``/``--seeds``) or a small YAML 
     judge: {spec: "openai:gpt-4o", settings: {}}
 
 Everything is validated before anything is submitted. The file, the flags and a :class:`Matrix`
-built in Python all go through one schema (:mod:`harness.sweep_schema`: sizes bounded before
+built in Python all go through one schema (:mod:`harness.sweep.schema`: sizes bounded before
 anything is expanded, strict types, unknown keys refused); then unknown tasks, models or settings,
 bad task options and an empty sample list are one-line :class:`SweepError` s naming the entry.
 """
@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import UserError
-from harness.sweep_schema import MAX_SAMPLES, SweepFile, read_sweep_file, validate_sweep
-from harness.sweep_schema import SweepError as SweepError  # re-exported: its home for callers
+from harness.sweep.schema import MAX_SAMPLES, SweepFile, read_sweep_file, validate_sweep
+from harness.sweep.schema import SweepError as SweepError  # re-exported: its home for callers
 from harness.types import stable_hash
 
 
@@ -89,7 +89,7 @@ class Matrix:
                                        self.limit, self.judge, self.judge_settings])[:10]
 
     def to_data(self) -> dict[str, Any]:
-        """The matrix in the sweep file's shape, for :func:`harness.sweep_schema.validate_sweep`."""
+        """The matrix in the sweep file's shape, for :func:`harness.sweep.schema.validate_sweep`."""
         data: dict[str, Any] = {
             "tasks": [{"name": t, "options": o} for t, o in self.tasks],
             "models": [{"spec": m, "settings": s, "resources": asdict(r) if isinstance(r, Resources) else r}
@@ -112,7 +112,7 @@ def _from_schema(sweep: SweepFile) -> Matrix:
 
 
 def matrix_from_yaml(path: Path) -> Matrix:
-    """A sweep file as a :class:`Matrix`: bounded, parsed and validated (see :mod:`harness.sweep_schema`)."""
+    """A sweep file as a :class:`Matrix`: bounded, parsed and validated (see :mod:`harness.sweep.schema`)."""
     return _from_schema(validate_sweep(read_sweep_file(path), str(path)))
 
 

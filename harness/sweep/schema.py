@@ -1,5 +1,5 @@
 """The one schema every sweep goes through: a sweep file, the ``-t/-m/--seeds`` command line and a
-:class:`~harness.sweep_matrix.Matrix` built in Python are all validated here before anything is
+:class:`~harness.sweep.matrix.Matrix` built in Python are all validated here before anything is
 expanded, built or written.
 
 Two layers, both before any work proportional to what the input *claims*:
@@ -10,7 +10,7 @@ Two layers, both before any work proportional to what the input *claims*:
   referring to each other nine times each is 9^9 nodes from a few hundred bytes). Duplicate keys,
   which YAML would silently resolve to the last one, are refused there too. The run count
   (tasks x models x seeds) is taken from the list lengths and bounded before any entry is
-  validated or a task built; :func:`harness.sweep_matrix.expand` bounds the sample ids it collects
+  validated or a task built; :func:`harness.sweep.matrix.expand` bounds the sample ids it collects
   and :func:`harness.sweep.start` the work units, before the sweep is written.
 - **Types and ranges.** A strict pydantic model (unknown keys refused with the closest valid name,
   no coercion: ``true`` is not a seed, ``"ten"`` is not a limit, NaN is not a number) whose first

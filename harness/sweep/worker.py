@@ -32,7 +32,7 @@ from harness.store import units
 from harness.store.leases import new_owner
 from harness.store.schema import OPERATOR, RunRow
 from harness.store.schema_sweeps import SweepRow
-from harness.sweep_matrix import RunEntry
+from harness.sweep.matrix import RunEntry
 from harness.task import Task
 
 POLL_SECONDS = 0.5  # how often an idle worker looks for units another worker may have abandoned

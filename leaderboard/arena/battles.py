@@ -28,7 +28,7 @@ from sqlalchemy import DateTime, bindparam, func, select, text
 from sqlalchemy.orm import Session
 
 from harness.ratings import ELO_SCALE, pair_counts, rate_counts
-from harness.ratings_style import style_features
+from harness.ratings.style import style_features
 from harness.store.schema import OPERATOR, ModelRow, RunRow, SampleResultRow, TaskRow
 from harness.store.schema_arena import ArenaBattleRow, ArenaVoteRow
 

@@ -16,7 +16,7 @@ import numpy as np
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from harness.ratings_style import style_features
+from harness.ratings.style import style_features
 from harness.store.ops import get_or_create_model, get_or_create_task
 from harness.store.schema import OPERATOR, ModelRow, RunRow, SampleResultRow, TaskRow
 from harness.store.schema_arena import ArenaBattleRow, ArenaVoteRow

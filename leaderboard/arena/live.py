@@ -52,7 +52,7 @@ from sqlalchemy import Connection, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from harness import families
-from harness.ratings_style import style_features
+from harness.ratings.style import style_features
 from harness.sanitize import clean
 from harness.store.schema_arena import ArenaBattleRow
 from harness.store.schema_arena_live import ArenaChatRow, ArenaFailureRow, ArenaPoolRow
