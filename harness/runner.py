@@ -22,7 +22,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 import harness
 from harness.client import ModelClient
-from harness.errors import UserError
+from harness.errors import RunConfigError, UserError
 from harness.finalize import finalize_run
 from harness.gcpause import lighter_gc, short_switch_interval
 from harness.model import FitModel, Model, kind_refusal
@@ -32,7 +32,6 @@ from harness.run_config import (
     MAX_RUN_NAME,
     MAX_SPEC,
     EvalConfig,
-    RunConfigError,
     RunSummary,
     build_task,
     default_run_name,
