@@ -1,15 +1,19 @@
 """Binary-network backends trained on the task's train split: ``htaf:ARCH`` and the baselines
 ``relu:ARCH``, ``sigmoid:ARCH`` (steep sigmoid) and ``ste:ARCH`` (straight-through Heaviside), with
-ARCH one of ``mlp`` | ``heaviside`` | ``icbm`` (see ``htaf_core``).
+ARCH one of ``mlp`` | ``heaviside`` | ``icbm`` (see ``htaf_core``) | ``snn`` | ``bnn`` (spiking and
+binary-weight networks, see ``htaf_snn``; ReLU is no surrogate of a step, so ``relu:snn|bnn`` is refused).
 
 Settings (``-M``): ``hidden`` (128), ``depth`` (heaviside layers, 4), ``concepts`` (icbm, 32),
 ``alpha`` (HTAF steepness, 8), ``alpha_end`` (anneal alpha linearly to this), ``beta`` (steep-sigmoid
 slope, 8), ``epochs`` (100), ``lr`` (3e-3), ``batch`` (64), ``seeds`` (3 networks, seeds 0..S-1),
-``norm`` (false: BatchNorm before each binary unit of mlp/heaviside), ``progress`` (true), ``cache`` (true).
+``norm`` (false: BatchNorm before each binary unit of mlp/heaviside), ``steps`` (snn: 8 time steps),
+``decay`` (snn: membrane leak, 0.9), ``threshold`` (snn: 1.0), ``progress`` (true), ``cache`` (true). A
+setting of another architecture (``steps`` on mlp, ``norm`` on snn/bnn, which fix their own) is refused.
 
 Every request is answered by all seeds' networks: ``prediction`` holds per-seed ``soft`` classes
-(trained surrogate), ``hard`` classes (all binary units thresholded at 0) and, for seed 0, the
-``concepts`` (indices of the last binary layer's units that fired) and ``active`` (their count);
+(trained surrogate; snn/bnn: each step's surrogate value), ``hard`` classes (all binary units
+thresholded at 0) and, for seed 0, the ``concepts`` (indices of the last binary layer's units that
+fired) and ``active`` (their count);
 ``text`` is seed 0's hard class. ``details["fit"]`` records the training usage (seconds, epochs,
 seeds, final train loss, non-finite steps, cached); ``usage.seconds`` is the batch's prediction time
 split over its requests. The fitted weights are cached by ``harness.fit_cache`` (key: the backend, its
@@ -42,7 +46,8 @@ from harness.tasks.methods.backends.common import (
 from harness.types import Output, Request, Sample
 
 ACTS = ("htaf", "relu", "sigmoid", "ste")
-ARCH_NAMES = ("mlp", "heaviside", "icbm")
+ARCH_NAMES = ("mlp", "heaviside", "icbm", "snn", "bnn")
+STEP_ARCHS = ("snn", "bnn")  # trained as steps with a surrogate gradient: relu has no step to stand in for
 PositiveFloat = Annotated[float, Field(gt=0)]
 # the training keys' defaults are htaf_core.TrainConfig's (not read from it: that module imports torch)
 SETTINGS = {
@@ -57,11 +62,17 @@ SETTINGS = {
     "batch": Setting(PositiveInt, 64, "batch size"),
     "seeds": Setting(PositiveInt, 3, "networks trained, seeds 0..S-1"),
     "norm": Setting(bool, False, "BatchNorm before each binary unit of mlp/heaviside"),
+    "steps": Setting(PositiveInt, 8, "snn: time steps the network is unrolled over"),
+    "decay": Setting(Annotated[float, Field(ge=0, le=1)], 0.9, "snn: membrane leak per step (snnTorch's beta)"),
+    "threshold": Setting(PositiveFloat, 1.0, "snn: firing threshold (reset subtracts it)"),
     "progress": Setting(bool, True, "show a training progress bar on a terminal"),
     "cache": Setting(bool, True, "reuse a cached fit"),
 }
 # what goes into TrainConfig (and so into the spec and the fit cache key)
-_TRAIN = ("hidden", "depth", "concepts", "alpha", "alpha_end", "beta", "epochs", "lr", "batch", "seeds", "norm")
+_TRAIN = ("hidden", "depth", "concepts", "alpha", "alpha_end", "beta", "epochs", "lr", "batch", "seeds", "norm",
+          "steps", "decay", "threshold")
+# settings only one architecture reads; given to another they are refused rather than ignored
+_SNN_ONLY = ("steps", "decay", "threshold")
 
 
 def image_shape_of(sample: Sample) -> tuple[int, int] | None:
@@ -104,9 +115,9 @@ class BinaryNetModel:
             return {"error": self.fit_error}
 
     def _fit(self, train: Sequence[Sample]) -> dict[str, Any]:
-        from dataclasses import asdict
-
         import numpy as np
+
+        from harness.tasks.methods.backends.htaf_core import key_settings
 
         X, y = train_arrays(train, labelled=True)
         if len(X) == 0:
@@ -115,7 +126,7 @@ class BinaryNetModel:
         n_out = int(max(int(y.max()) + 1, max((int(s.metadata.get("n_classes", 0)) for s in train), default=0)))
         cfg = self.config()
         # the networks' seeds are 0..cfg.seeds-1: the count is in the config, the first seed is 0
-        key = fit_cache.fit_key(backend=f"{self.act}:{self.arch}", settings=asdict(cfg),
+        key = fit_cache.fit_key(backend=f"{self.act}:{self.arch}", settings=key_settings(cfg),
                                 task_hash=fit_cache.samples_hash(train), train=fit_cache.digest_arrays(X, y), seed=0,
                                 extra={"v": 1, "n_out": n_out, "shape": shape})
 
@@ -204,13 +215,21 @@ def _build(act: str, path: str | None, settings: dict[str, Any]) -> BinaryNetMod
     arch = path or "mlp"
     if arch not in ARCH_NAMES:
         raise ValueError(f"unknown architecture {arch!r} for {act}; choose one of {', '.join(ARCH_NAMES)}")
+    if act == "relu" and arch in STEP_ARCHS:
+        raise ValueError(f"relu:{arch} is not offered: {arch} trains steps through a surrogate gradient and ReLU "
+                         "is no surrogate of a step; use htaf:, sigmoid: or ste:")
     settings = validate_settings(act, settings, SETTINGS)  # a factory called directly is checked too
+    for key in _SNN_ONLY:
+        if settings.get(key) is not None and arch != "snn":
+            raise ValueError(f"{act}:{arch}: setting {key!r} applies only to snn")
+    if settings.get("norm") is not None and arch in STEP_ARCHS:
+        raise ValueError(f"{act}:{arch}: setting 'norm' does not apply (bnn has BatchNorm after every layer, snn none)")
     spec = method_spec(act, arch, settings, _TRAIN)
     return BinaryNetModel(act, arch, dict(settings), spec)
 
 
 @model("htaf", kind="method", settings=SETTINGS, strict=True,
-       description="HTAF binary network trained on the train split: htaf:mlp | htaf:heaviside | htaf:icbm")
+       description="HTAF binary network trained on the train split: htaf:mlp | heaviside | icbm | snn | bnn")
 def htaf_backend(path: str | None, **settings: Any) -> BinaryNetModel:
     return _build("htaf", path, settings)
 
@@ -222,12 +241,12 @@ def relu_backend(path: str | None, **settings: Any) -> BinaryNetModel:
 
 
 @model("sigmoid", kind="method", settings=SETTINGS, strict=True,
-       description="Steep-sigmoid sig(beta x) baseline of the HTAF networks: sigmoid:mlp|heaviside|icbm")
+       description="Steep-sigmoid sig(beta x) baseline of the HTAF networks: sigmoid:mlp|heaviside|icbm|snn|bnn")
 def sigmoid_backend(path: str | None, **settings: Any) -> BinaryNetModel:
     return _build("sigmoid", path, settings)
 
 
 @model("ste", kind="method", settings=SETTINGS, strict=True,
-       description="Straight-through Heaviside baseline of the HTAF networks: ste:mlp|heaviside|icbm")
+       description="Straight-through Heaviside baseline of the HTAF networks: ste:mlp|heaviside|icbm|snn|bnn")
 def ste_backend(path: str | None, **settings: Any) -> BinaryNetModel:
     return _build("ste", path, settings)

@@ -14,7 +14,9 @@ is where h_a crosses 1/2, so "hard" accuracy is the binary network's accuracy.
 Networks (``arch``): ``mlp`` (one binary hidden layer + linear head), ``heaviside`` (a deep Heaviside
 network: ``depth`` binary hidden layers + linear head; the stress setting for surrogate gradients),
 ``icbm`` (Implicit Concept Bottleneck: a small ReLU CNN, a linear layer to ``concepts`` HTAF units
-thresholded at test, and a linear head on the binary concepts). Activations (``act``): ``htaf``,
+thresholded at test, and a linear head on the binary concepts); ``snn`` (leaky integrate-and-fire) and
+``bnn`` (binary weights and activations), both trained as steps with a surrogate gradient, are built in
+``htaf_snn``. Activations (``act``): ``htaf``,
 ``relu`` / ``sigmoid`` (steep sigmoid sig(beta x)) baselines whose units are thresholded the same way
 at test, and ``ste`` (Heaviside forward, straight-through clipped-identity gradient 1[|x| <= 1]).
 """
@@ -32,7 +34,7 @@ import torch
 from torch import nn
 
 ACTIVATIONS = ("htaf", "relu", "sigmoid", "ste")
-ARCHS = ("mlp", "heaviside", "icbm")
+ARCHS = ("mlp", "heaviside", "icbm", "snn", "bnn")  # snn, bnn: htaf_snn
 
 
 def htaf_reference(x: torch.Tensor, a: float) -> torch.Tensor:
@@ -101,7 +103,30 @@ class BinaryUnit(nn.Module):
         return _STE.apply(x)
 
 
-class BinaryNet(nn.Module):
+class SurrogateNet(nn.Module):
+    """What training and prediction use of a network: its binary units (mode and steepness), the
+    logits with the last binary layer's code, and a hook after each optimiser step."""
+
+    def units(self) -> list[BinaryUnit]:
+        return [m for m in self.modules() if isinstance(m, BinaryUnit)]
+
+    def set_hard(self, hard: bool) -> None:
+        for u in self.units():
+            u.hard = hard
+
+    def set_alpha(self, alpha: float) -> None:
+        for u in self.units():
+            u.alpha = alpha
+
+    def readout(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(logits, the last binary layer's units in {0, 1}) in the current mode."""
+        raise NotImplementedError
+
+    def after_step(self) -> None:
+        """Called after every optimiser step (bnn clips its latent weights)."""
+
+
+class BinaryNet(SurrogateNet):
     """mlp / heaviside / icbm; ``codes`` returns the last binary layer (the concepts)."""
 
     def __init__(self, arch: str, n_in: int, n_out: int, act: str, *, hidden: int = 128, depth: int = 1,
@@ -135,17 +160,6 @@ class BinaryNet(nn.Module):
         self.body = nn.Sequential(*layers)
         self.head = nn.Linear(last, n_out)
 
-    def units(self) -> list[BinaryUnit]:
-        return [m for m in self.modules() if isinstance(m, BinaryUnit)]
-
-    def set_hard(self, hard: bool) -> None:
-        for u in self.units():
-            u.hard = hard
-
-    def set_alpha(self, alpha: float) -> None:
-        for u in self.units():
-            u.alpha = alpha
-
     def codes(self, x: torch.Tensor) -> torch.Tensor:
         if self.arch == "icbm":
             assert self.image_shape is not None
@@ -154,6 +168,10 @@ class BinaryNet(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.head(self.codes(x))
+
+    def readout(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        c = self.codes(x)
+        return self.head(c), c
 
 
 @dataclass
@@ -171,6 +189,20 @@ class TrainConfig:
     batch: int = 64
     seeds: int = 3
     norm: bool = False
+    steps: int = 8  # snn: time steps unrolled
+    decay: float = 0.9  # snn: membrane leak per step (snnTorch's beta)
+    threshold: float = 1.0  # snn: firing threshold
+
+
+SNN_KEYS = ("steps", "decay", "threshold")  # TrainConfig fields only snn reads
+
+
+def key_settings(cfg: TrainConfig) -> dict[str, Any]:
+    """The config as the fit cache keys it: without the snn fields for the other architectures, so
+    their keys (and cached fits) are the ones they had before snn existed."""
+    from dataclasses import asdict
+
+    return {k: v for k, v in asdict(cfg).items() if cfg.arch == "snn" or k not in SNN_KEYS}
 
 
 def alpha_at(cfg: TrainConfig, epoch: int) -> float:
@@ -179,7 +211,16 @@ def alpha_at(cfg: TrainConfig, epoch: int) -> float:
     return cfg.alpha + (cfg.alpha_end - cfg.alpha) * epoch / (cfg.epochs - 1)
 
 
-def build_net(cfg: TrainConfig, n_in: int, n_out: int, image_shape: tuple[int, int] | None) -> BinaryNet:
+def build_net(cfg: TrainConfig, n_in: int, n_out: int, image_shape: tuple[int, int] | None) -> SurrogateNet:
+    if cfg.arch in ("snn", "bnn"):
+        # imported here: htaf_snn builds on this module's units
+        from harness.tasks.methods.backends.htaf_snn import BinaryWeightNet, SpikingNet
+
+        if cfg.arch == "snn":
+            return SpikingNet(n_in, n_out, cfg.act, hidden=cfg.hidden, depth=cfg.depth, steps=cfg.steps,
+                              decay=cfg.decay, threshold=cfg.threshold, alpha=cfg.alpha, beta=cfg.beta)
+        return BinaryWeightNet(n_in, n_out, cfg.act, hidden=cfg.hidden, depth=cfg.depth, alpha=cfg.alpha,
+                               beta=cfg.beta)
     return BinaryNet(cfg.arch, n_in, n_out, cfg.act, hidden=cfg.hidden, depth=cfg.depth, concepts=cfg.concepts,
                      image_shape=image_shape, alpha=cfg.alpha, beta=cfg.beta, norm=cfg.norm)
 
@@ -210,6 +251,7 @@ def train_nets(cfg: TrainConfig, X: np.ndarray, y: np.ndarray, n_out: int, image
                 opt.zero_grad()
                 loss.backward()
                 opt.step()
+                net.after_step()
                 total += loss.item() * idx.numel()
                 count += idx.numel()
             loss_value = total / max(count, 1)
@@ -242,7 +284,7 @@ def predict(cfg: TrainConfig, states: list[dict[str, np.ndarray]], X: np.ndarray
             net.set_hard(False)
             soft.append(net(Xt).argmax(1).numpy())
             net.set_hard(True)
-            c = net.codes(Xt)
-            hard.append(net.head(c).argmax(1).numpy())
+            logits, c = net.readout(Xt)
+            hard.append(logits.argmax(1).numpy())
             codes.append(c.numpy().astype(np.uint8))
     return Predictions(np.stack(soft), np.stack(hard), np.stack(codes))
