@@ -3,7 +3,7 @@
 The public API for writing tasks and backends::
 
     from harness import task, model, Task, Sample, Message, Part, Request, Output, Score, Usage
-    from harness import GenerationConfig, Metric, MetricInfo, Family, ModelClient, UserError
+    from harness import GenerationConfig, Metric, MetricInfo, Family, ModelClient, UserError, Backend
 
 Names are imported on first use, so ``import harness`` (and ``harness --help``) stays fast.
 ``harness.task`` and ``harness.model`` are also the modules of the task and model protocols; those
@@ -25,9 +25,10 @@ _EXPORTS = {
     "Output": "harness.types", "Score": "harness.types", "Usage": "harness.types",
     "GenerationConfig": "harness.types", "Metric": "harness.types", "MetricInfo": "harness.types",
     "Family": "harness.family", "ModelClient": "harness.client", "UserError": "harness.errors",
+    "Backend": "harness.model",
 }
 
-__all__ = ["Family", "GenerationConfig", "Message", "Metric", "MetricInfo", "ModelClient", "Output", "Part",
+__all__ = ["Backend", "Family", "GenerationConfig", "Message", "Metric", "MetricInfo", "ModelClient", "Output", "Part",
            "Request", "Sample", "Score", "ScoreContext", "Task", "Usage", "UserError", "__version__", "model", "task"]
 
 if TYPE_CHECKING:
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
     from harness.client import ModelClient
     from harness.errors import UserError
     from harness.family import Family
+    from harness.model import Backend
     from harness.task import ScoreContext, Task
     from harness.types import GenerationConfig, Message, Metric, MetricInfo, Output, Part, Request, Sample, Score, Usage
 

@@ -38,6 +38,24 @@ class Model(Protocol):
     async def generate(self, requests: Sequence[Request]) -> list[Output]: ...
 
 
+class Backend:
+    """The model protocol's defaults, for a backend class to inherit instead of re-declaring them.
+
+    A backend (a dataclass or not) sets ``spec`` and overrides only what differs: how many requests
+    one ``generate`` call takes (``batch_size``), how many calls may be in flight (``concurrency``),
+    what it reads (``modalities``), whether the response cache should keep its replies
+    (``cacheable``: False for instant or fitted backends, whose replies depend on more than the
+    request) and which request kinds it answers (``request_kinds``). These are class attributes, not
+    dataclass fields, so a dataclass subclass that names one makes it a field of its own."""
+
+    spec: str
+    batch_size: int = 1
+    concurrency: int = 1
+    modalities: frozenset[str] = frozenset({"text"})
+    cacheable: bool = True
+    request_kinds: frozenset[str] = frozenset({"chat"})
+
+
 @runtime_checkable
 class FitModel(Model, Protocol):
     """A training-method backend: fitted on the task's train split once before test requests."""

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.backend_settings import Setting
+from harness.model import Backend
 from harness.registry import model
 from harness.types import Output, Request, Usage
 
@@ -24,12 +25,12 @@ _NUM = re.compile(r"-?\d+(?:\.\d+)?")
 
 
 @dataclass
-class BuiltinModel:
+class BuiltinModel(Backend):
     kind: str
     text: str = ""
     spec: str = ""
     batch_size: int = 1024
-    concurrency: int = 1
+    concurrency: int = 1  # a -M setting
     cacheable: bool = False
     delay: float = 0.0
     modalities: frozenset[str] = field(default_factory=lambda: frozenset(

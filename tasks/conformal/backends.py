@@ -25,6 +25,7 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from harness.backend_settings import PositiveInt, Setting
+from harness.model import Backend
 from harness.modelspec import validate_settings
 from harness.registry import model
 from harness.tasks.conformal.forecasters import FORECASTERS
@@ -57,14 +58,11 @@ def _stream_options(request: Request) -> dict[str, Any]:
 
 
 @dataclass
-class OnlineConformal:
+class OnlineConformal(Backend):
     method: str
     settings: dict[str, float] = field(default_factory=dict)
     spec: str = ""
-    batch_size: int = 1
-    concurrency: int = 1
     cacheable: bool = False  # a run is cheap and its reply is large: a cache would only double the storage
-    modalities: frozenset[str] = frozenset({"text"})
 
     def run_one(self, request: Request) -> Output:
         try:

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from harness.model import Backend
 from harness.modelspec import validate_settings
 from harness.registry import model
 from harness.tasks.decision.agents import AGENTS, View, decide
@@ -25,13 +26,11 @@ def _view_options(request: Request) -> dict[str, Any]:
 
 
 @dataclass
-class DecisionMaker:
+class DecisionMaker(Backend):
     agent: str
     spec: str
     batch_size: int = 256
-    concurrency: int = 1
     cacheable: bool = False  # answering is cheaper than a cache lookup
-    modalities: frozenset[str] = frozenset({"text"})
 
     def run_one(self, request: Request) -> Output:
         try:

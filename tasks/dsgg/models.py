@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.backend_settings import PositiveInt, Setting
+from harness.model import Backend
 from harness.modelspec import validate_settings
 from harness.registry import model
 from harness.safeload import check_structure, load_pickle
@@ -40,12 +41,11 @@ def _last_user_text(request: Request) -> str:
 
 
 @dataclass
-class FrequencyPrior:
+class FrequencyPrior(Backend):
     spec: str = "dsgg-prior:freq"
     per_group: int = 1
     top: int = 20
     batch_size: int = 256
-    concurrency: int = 1
     cacheable: bool = False
     modalities: frozenset[str] = field(default_factory=lambda: frozenset({"text", "video"}))
     pair_counts: dict[tuple[str, str], Counter] = field(default_factory=dict)
@@ -105,11 +105,10 @@ class FrequencyPrior:
 
 
 @dataclass
-class Replay:
+class Replay(Backend):
     path: str
     spec: str = ""
     batch_size: int = 1024
-    concurrency: int = 1
     cacheable: bool = False
     modalities: frozenset[str] = field(default_factory=lambda: frozenset({"text", "video"}))
     table: dict[str, Any] = field(default_factory=dict)

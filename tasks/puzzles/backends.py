@@ -18,6 +18,7 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from harness.backend_settings import NonNegativeInt, PositiveInt, Setting
+from harness.model import Backend
 from harness.modelspec import validate_settings
 from harness.registry import model
 from harness.tasks.puzzles.train import TrainConfig
@@ -59,14 +60,12 @@ def _puzzle_of(messages: Any) -> tuple[str, Any]:
 
 
 @dataclass
-class PuzzleNet:
+class PuzzleNet(Backend):
     arch: str
     settings: dict[str, Any] = field(default_factory=dict)
     spec: str = ""
     batch_size: int = 64
-    concurrency: int = 1
     cacheable: bool = False  # predictions depend on the fitted weights, which are not in the cache key
-    modalities: frozenset[str] = frozenset({"text"})
     kind: str | None = None
     net: Any = None
     cfg: Any = None

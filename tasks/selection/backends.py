@@ -23,6 +23,7 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from harness.backend_settings import NonNegativeInt, PositiveInt, Probability, Setting
+from harness.model import Backend
 from harness.modelspec import validate_settings
 from harness.registry import model
 from harness.tasks.selection.trainer import SelectConfig
@@ -55,14 +56,12 @@ def _features(messages: Any) -> list[float]:
 
 
 @dataclass
-class SelectionModel:
+class SelectionModel(Backend):
     method: str
     settings: dict[str, Any] = field(default_factory=dict)
     spec: str = ""
     batch_size: int = 4096
-    concurrency: int = 1
     cacheable: bool = False  # predictions depend on the fitted weights
-    modalities: frozenset[str] = frozenset({"text"})
     net: Any = None
     record: dict[str, Any] = field(default_factory=dict)
     fit_error: str | None = None

@@ -23,6 +23,7 @@ from pydantic import Field
 
 from harness import fit_cache
 from harness.backend_settings import PositiveInt, Setting
+from harness.model import Backend
 from harness.modelspec import validate_settings
 from harness.registry import model
 from harness.types import Output, Request, Sample, Usage, stable_hash
@@ -41,7 +42,7 @@ SETTINGS = {
 
 
 @dataclass
-class Spa3dModel:
+class Spa3dModel(Backend):
     path: str
     spec: str = ""
     steps: int = 1500
@@ -51,7 +52,6 @@ class Spa3dModel:
     max_seconds: float | None = None
     cache: bool = True
     batch_size: int = 16
-    concurrency: int = 1
     cacheable: bool = False  # a fitted scorer's outputs depend on the fit, not only on the request
     modalities: frozenset[str] = field(default_factory=lambda: frozenset({"text", "points", "video"}))
     scorer: Any = None

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.backend_settings import NonNegativeFloat, NonNegativeInt, PositiveInt, Setting
+from harness.model import Backend
 from harness.modelspec import validate_settings
 from harness.registry import model
 from harness.types import Output, Request, Usage
@@ -46,15 +47,11 @@ def _parse(spec: str, settings: dict[str, Any]) -> dict[str, Any]:
 
 
 @dataclass
-class TransportModel:
+class TransportModel(Backend):
     method: str
     kind: str  # auto | gaussian | poisson
     settings: dict[str, Any] = field(default_factory=dict)
     spec: str = ""
-    batch_size: int = 1
-    concurrency: int = 1
-    cacheable: bool = True
-    modalities: frozenset[str] = frozenset({"text"})
 
     def run_one(self, request: Request) -> Output:
         import numpy as np

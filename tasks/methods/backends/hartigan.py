@@ -28,6 +28,7 @@ from typing import Any
 
 from harness import fit_cache
 from harness.backend_settings import NonNegativeInt, PositiveInt, Setting
+from harness.model import Backend
 from harness.modelspec import validate_settings
 from harness.registry import model
 from harness.tasks.methods.backends.common import (
@@ -104,15 +105,13 @@ def run_clustering(family: str, variant: str, X: Any, k: int, seed: int, *, max_
 
 
 @dataclass
-class ClusteringModel:
+class ClusteringModel(Backend):
     family: str
     variant: str
     settings: dict[str, Any] = field(default_factory=dict)
     spec: str = ""
     batch_size: int = 4096
-    concurrency: int = 1
     cacheable: bool = False  # predictions are instant; the fit has its own cache
-    modalities: frozenset[str] = frozenset({"text"})
     state: dict[str, Any] | None = None
     fit_error: str | None = None
     by_id: dict[str, tuple[int, Any]] = field(default_factory=dict)

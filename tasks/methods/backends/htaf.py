@@ -31,6 +31,7 @@ from pydantic import Field
 
 from harness import fit_cache
 from harness.backend_settings import PositiveInt, Setting
+from harness.model import Backend
 from harness.modelspec import validate_settings
 from harness.registry import model
 from harness.tasks.methods.backends.common import (
@@ -85,13 +86,12 @@ def image_shape_of(sample: Sample) -> tuple[int, int] | None:
 
 
 @dataclass
-class BinaryNetModel:
+class BinaryNetModel(Backend):
     act: str
     arch: str
     settings: dict[str, Any] = field(default_factory=dict)
     spec: str = ""
     batch_size: int = 4096
-    concurrency: int = 1
     cacheable: bool = False  # the weights have their own cache; predictions are instant
     modalities: frozenset[str] = frozenset({"text", "image"})
     state: dict[str, Any] | None = None

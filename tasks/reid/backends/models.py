@@ -27,6 +27,7 @@ from pydantic import Field
 
 from harness import fit_cache
 from harness.backend_settings import NonNegativeFloat, PositiveInt, Probability, Setting
+from harness.model import Backend
 from harness.modelspec import validate_settings
 from harness.registry import model
 from harness.types import Output, Request, Sample, Usage, stable_hash
@@ -64,12 +65,11 @@ def image_path(messages: Sequence[Any]) -> str | None:
 
 
 @dataclass
-class ReIDModel:
+class ReIDModel(Backend):
     variant: str
     settings: dict[str, Any] = field(default_factory=dict)
     spec: str = ""
     batch_size: int = 512
-    concurrency: int = 1
     cacheable: bool = False  # embeddings come from the fitted weights (cached themselves)
     modalities: frozenset[str] = frozenset({"image"})
     state: dict[str, Any] | None = None

@@ -6,16 +6,15 @@ from typing import Any
 
 from harness import Output, Request, Usage
 from harness.backend_settings import Setting
+from harness.model import Backend
 from harness.registry import model
 
 
 @dataclass
-class Counter:
+class Counter(Backend):
     spec: str  # the response cache's key for the model: it holds every setting that changes replies
     offset: int
     batch_size: int = 64
-    concurrency: int = 1
-    modalities: frozenset[str] = frozenset({"text"})
     cacheable: bool = False
 
     async def generate(self, requests: Sequence[Request]) -> list[Output]:
