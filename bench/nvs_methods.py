@@ -1,5 +1,6 @@
 """The nvs family's measured table: gs:neural_color vs gs:sh on nvs_synthetic over seeds, and
-ff:consistency with vs without point-cloud consistency tokens on the repetitive-texture scene.
+ff:consistency with vs without 3D consistency tokens (K anchors co-refined with the image tokens;
+tokens=false is the same network without that branch) on the repetitive-texture scene.
 
 Every number comes from a real run through the harness runner (fit on the train views, render the
 held-out views, score them), into a throw-away SQLite database. Per row: the mean over seeds and the
@@ -8,6 +9,7 @@ spread (min..max); then the ratio of the seed method to its baseline.
     python bench/nvs_methods.py                 # 64 px, 3 seeds, 400 steps (~25 min on 2 loaded cores)
     python bench/nvs_methods.py --quick         # 32 px, 1 seed, 60 steps, one scene (~2 min)
     python bench/nvs_methods.py --device cuda   # on a GPU machine (more steps and Gaussians fit there)
+    python bench/nvs_methods.py --skip-gs       # the ff rows only (~6 min; --ff-steps 1200: ~12 min)
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ from typing import Any  # noqa: E402
 
 GS_METRICS = ("psnr", "ssim", "lpips_vgg", "depth_abs_rel", "depth_delta1", "chamfer", "floater_fraction",
               "n_gaussians")
-FF_METRICS = ("psnr", "ssim", "lpips_vgg", "depth_abs_rel", "depth_abs_rel_med", "chamfer")
+FF_METRICS = ("psnr", "ssim", "lpips_vgg", "psnr_pixelsplat", "lpips_pixelsplat", "depth_abs_rel", "depth_abs_rel_med",
+              "depth_delta1", "chamfer")
 
 
 def run(task_options: dict[str, Any], spec: str, settings: dict[str, Any], db: str) -> tuple[dict[str, float], float]:
@@ -65,6 +68,8 @@ def main() -> None:
     ap.add_argument("--first-seed", type=int, default=0, help="seeds first..first+seeds-1 (split a run over processes)")
     ap.add_argument("--steps", type=int, default=400)
     ap.add_argument("--ff-steps", type=int, default=400)
+    ap.add_argument("--anchors", type=int, default=64, help="ff:consistency anchor tokens K (tokens=true)")
+    ap.add_argument("--rounds", type=int, default=2, help="ff:consistency co-refinement rounds (tokens=true)")
     ap.add_argument("--gaussians", type=int, default=2000)
     ap.add_argument("--scenes", default="textured,repetitive,thin")
     ap.add_argument("--device", default="cpu")
@@ -84,7 +89,8 @@ def main() -> None:
     one, five, _ = os.getloadavg()
     print(f"nvs_synthetic scenes={args.scenes} size={args.size}px, seeds {seeds.start}..{seeds.stop - 1}, "
           f"gs steps={args.steps} "
-          f"gaussians={args.gaussians}, ff steps={args.ff_steps}; load average {one:.1f}/{five:.1f} "
+          f"gaussians={args.gaussians}, ff steps={args.ff_steps} anchors={args.anchors} rounds={args.rounds}, "
+          f"depth mask {args.depth_mask}; load average {one:.1f}/{five:.1f} "
           f"({os.cpu_count()} cores)")
     opts = {"scenes": args.scenes, "size": args.size, "depth_mask": args.depth_mask}
     gs: dict[str, list[dict[str, float]]] = {"gs:sh": [], "gs:neural_color": []}
@@ -108,8 +114,9 @@ def main() -> None:
                "depth_mask": args.depth_mask}
     for seed in seeds:
         for name in ff:
-            settings = {"seed": seed, "steps": args.ff_steps, "tokens": name.endswith("true"), "device": args.device,
-                        "cache": False}
+            tokens = name.endswith("true")
+            settings = {"seed": seed, "steps": args.ff_steps, "tokens": tokens, "device": args.device, "cache": False,
+                        **({"anchors": args.anchors, "rounds": args.rounds} if tokens else {})}
             top, secs = run(ff_opts, "ff:consistency", settings, db)
             ff[name].append(top)
             print(f"  ff:consistency {name:<13} seed {seed}: psnr {top.get('psnr', float('nan')):.2f}  abs_rel "

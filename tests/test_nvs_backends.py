@@ -192,6 +192,11 @@ def test_ff_consistency_tokens_change_the_prediction_and_are_trained(toy, tmp_pa
     ("gs:sh", {"sh_degree": 3}, "between 0 and 1"),
     ("gs:bogus", {}, "unknown gs path"),
     ("ff:consistency", {"tokens": "maybe"}, "tokens='maybe' must be true or false"),
+    ("ff:consistency", {"anchors": 0}, "anchors=0 must be an integer between 1 and 1024"),
+    ("ff:consistency", {"rounds": "two"}, "rounds='two' must be an integer between 1 and 8"),
+    ("ff:consistency", {"tokens": False, "anchors": 8}, "anchors applies to tokens=true only"),
+    ("ff:consistency", {"tokens": "false", "rounds": 3}, "rounds applies to tokens=true only"),
+    ("ff:consistency", {"width": 18}, "width=18 must be a multiple of 4"),
 ])  # fmt: skip
 def test_bad_settings_are_one_line_errors(spec: str, settings: dict, message: str) -> None:
     with pytest.raises(ValueError) as err:

@@ -3,13 +3,15 @@
 ``gs:sh``: Gaussian splatting with per-Gaussian spherical-harmonic colour (degree <= 1).
 ``gs:neural_color``: the same Gaussians coloured by a Lipschitz-bounded neural field of position and
 view direction (see ``gs_model``). ``ff:consistency``: a tiny feed-forward Gaussian predictor from
-the two nearest train views, with (``-M tokens=true``, default) or without point-cloud consistency
-tokens through bidirectional cross-attention (see ``ff_model``).
+the two nearest train views, with (``-M tokens=true``, default) or without a separate set of 3D
+anchor tokens (farthest points of the context pixels lifted with the network's own depth) co-refined
+with the image tokens by cross-attention (see ``ff_model``).
 
 gs settings (``-M``): ``steps`` (400), ``gaussians`` (2000), ``patch`` (32 px per step), ``lr``
 (1.0, a multiplier), ``sh_degree`` (1; sh only), ``lipschitz`` (20; neural_color only), ``hidden``
 (64), ``seed`` (0), ``device`` (cpu; ``cuda`` on a GPU machine), ``cache`` (true).
-ff settings: ``tokens`` (true), ``steps`` (400), ``width`` (32), ``seed``, ``device``, ``cache``.
+ff settings: ``tokens`` (true), ``anchors`` (64), ``rounds`` (2), ``steps`` (400), ``width`` (32),
+``seed``, ``device``, ``cache``.
 
 Each held-out view's ``prediction`` is ``{"image": PNG, "depth": .npy, "gaussians": .npy,
 "n_gaussians": N}``; files go under ``$HARNESS_ARTIFACTS/nvs/`` (default ``./artifacts``). A render

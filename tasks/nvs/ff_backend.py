@@ -2,6 +2,11 @@
 (every scene's; one network), then answer each held-out view from its scene's two nearest train
 views. A training step takes two context views and a third target view of one scene, predicts
 Gaussians from the two, renders a random patch of the third and takes an Adam step on the L1 loss.
+
+What a prediction reads: the held-out request's camera (from its messages) and the two context
+views' images and cameras, loaded at fit time from the train samples' ``image`` files. The samples'
+``target`` and ``metadata`` (true depth maps, surface points) and the held-out views' images are never
+read, at fit or at predict time; ``tests/test_nvs_ff_anchors.py`` checks it with those files deleted.
 """
 
 from __future__ import annotations
@@ -28,11 +33,13 @@ from harness.tasks.nvs.backends_common import (
     write_gaussians,
     write_render,
 )
-from harness.tasks.nvs.ff_model import STRIDE, FFConfig
+from harness.tasks.nvs.ff_model import HEADS, STRIDE, FFConfig
 from harness.types import Output, Request, Sample, Usage
 
 SETTINGS = {
-    "tokens": Setting(bool, True, "point-cloud consistency tokens through cross-attention: true or false"),
+    "tokens": Setting(bool, True, "3D consistency tokens: a set of 3D anchors co-refined with the image tokens"),
+    "anchors": between(int, 1, 1024, 64, "anchor tokens K (farthest points of the lifted cloud; tokens=true)"),
+    "rounds": between(int, 1, 8, 2, "anchor <-> image co-refinement rounds (tokens=true)"),
     "steps": between(int, 1, 1_000_000, 400, "training steps"),
     "width": between(int, 8, 512, 32, "channels of the predictor"),
     "seed": between(int, 0, 2**31 - 1, 0, "training seed"),
@@ -45,6 +52,13 @@ SETTINGS = {
 def ff_config(settings: dict[str, Any]) -> FFConfig:
     name = "ff:consistency"
     settings = validate_settings(name, settings, SETTINGS)  # a factory called directly is checked too
+    if not settings.get("tokens", True):  # the ablation has no anchor branch to size
+        given = [k for k in ("anchors", "rounds") if k in settings]
+        if given:
+            verb = "applies" if len(given) == 1 else "apply"
+            raise ValueError(f"{name}: {' and '.join(given)} {verb} to tokens=true only (tokens=false has no anchors)")
+    if settings.get("width", 32) % HEADS:
+        raise ValueError(f"{name}: width={settings['width']} must be a multiple of {HEADS} (the attention heads)")
     kw: dict[str, Any] = {k: v for k, v in settings.items() if k in SETTINGS and k != "cache"}
     return FFConfig(**kw)
 
@@ -108,7 +122,7 @@ def train_network(cfg: FFConfig, scenes: list[SceneViews]) -> tuple[Any, dict[st
         k = int(torch.randint(len(sc.views), (1,), generator=gen))
         ctx = nearest_two(sc, sc.centers[k], exclude=k)  # the same choice as at test time
         g = predict_gaussians(net, [sc.images[i] for i in ctx], [sc.cams[i] for i in ctx], sc.depth_range,
-                              sc.center, sc.radius, cfg.tokens)
+                              sc.center, sc.radius)
         cam = sc.cams[k]
         pw, ph = min(cfg.patch, cam.width), min(cfg.patch, cam.height)
         x0 = int(torch.randint(cam.width - pw + 1, (1,), generator=gen))
@@ -128,7 +142,8 @@ def train_network(cfg: FFConfig, scenes: list[SceneViews]) -> tuple[Any, dict[st
     first = sum(losses[:20]) / max(len(losses[:20]), 1)
     last = sum(losses[-20:]) / max(len(losses[-20:]), 1)
     return net, {"steps": cfg.steps, "seconds": round(time.perf_counter() - t0, 2), "loss_first": first,
-                 "loss_last": last, "nonfinite_steps": nonfinite, "tokens": cfg.tokens}
+                 "loss_last": last, "nonfinite_steps": nonfinite, "tokens": cfg.tokens,
+                 **({"anchors": cfg.anchors, "rounds": cfg.rounds} if cfg.tokens else {})}
 
 
 @dataclass
@@ -200,7 +215,7 @@ class FeedForwardBackend:
         cam = torch_camera(view.camera, self.cfg.device)
         with torch.no_grad():
             g = predict_gaussians(self.net, [sc.images[i] for i in ctx], [sc.cams[i] for i in ctx], sc.depth_range,
-                                  sc.center, sc.radius, self.cfg.tokens)
+                                  sc.center, sc.radius)
             out = render_gaussians(g, cam)
         folder = artifacts_dir(self.spec) / view.scene
         try:
