@@ -3,8 +3,10 @@ random and scripted reference agents, over several seeds.
 
 Each seed s changes the demonstration worlds (demo_seed = 100000 + 1000 s), the test worlds
 (seed = 1000 s) and the training seed (-M seed=s). Prints success rate per method and seed, the
-mean +- std over seeds and the ratio to BC. Runs through the harness runner into a throwaway
-SQLite file.
+mean +- std over seeds and the ratio to BC, and for the 3A-VLA variants what their fit reports:
+the train accuracy of the two abstraction heads on their hindsight labels and the mean AAR weight
+of clean and of corrupted demonstration steps (the corruption marks score the weights here only;
+training never reads them). Runs through the harness runner into a throwaway SQLite file.
 
     python bench/crafter_vla.py [--seeds 3] [--episodes 5] [--demos 8] [--corrupt 0.3] [--max-steps 150]
     python bench/crafter_vla.py --free-play [--episodes 50]   # crafter: random / scripted Crafter score
@@ -29,10 +31,15 @@ def _metric(summary: object, name: str, key: str = "", value: str = "") -> float
     return float("nan")
 
 
+FIT_KEYS = ("ia_accuracy", "esa_accuracy", "weight_clean", "weight_corrupted")
+
+
 def instruct(args: argparse.Namespace, db: str) -> None:
+    from harness.modelspec import build_model
     from harness.runner import EvalConfig, evaluate
 
     table: dict[str, list[float]] = {m: [] for m in METHODS}
+    fits: dict[str, list[dict[str, float]]] = {m: [] for m in METHODS}
     for s in range(args.seeds):
         opts = {"episodes": args.episodes, "max_steps": args.max_steps, "seed": 1000 * s,
                 "demo_episodes": args.demos, "demo_seed": 100_000 + 1000 * s, "corrupt": args.corrupt}
@@ -40,10 +47,14 @@ def instruct(args: argparse.Namespace, db: str) -> None:
             settings = {"seed": s} if method.startswith("vla:") else {}
             cfg = EvalConfig(task="crafter_instruct", model=method, task_options=opts, model_settings=settings,
                              db_url=db, progress=False, use_cache=False)
-            summary = evaluate(cfg)
+            model = build_model(method, settings) if method.startswith("vla:") else None
+            summary = evaluate(cfg, model=model)
             rate = _metric(summary, "success")
             table[method].append(rate)
-            print(f"seed {s}  {method:<18} success {rate:.3f}  ({summary.seconds:.0f}s)", flush=True)
+            record = getattr(model, "record", {})
+            fits[method].append({k: float(record[k]) for k in FIT_KEYS if k in record})
+            shown = "  ".join(f"{k} {record[k]:.3f}" for k in FIT_KEYS if k in record)
+            print(f"seed {s}  {method:<18} success {rate:.3f}  ({summary.seconds:.0f}s)  {shown}", flush=True)
     bc = statistics.mean(table["vla:bc"])
     print(f"\ncrafter_instruct, {args.corrupt:.0%} corrupted demonstrations ({args.demos}/goal), "
           f"{args.episodes} episodes/goal x 9 goals, max_steps {args.max_steps}, {args.seeds} seeds")
@@ -53,6 +64,10 @@ def instruct(args: argparse.Namespace, db: str) -> None:
         per = " ".join(f"{r:.3f}" for r in rates)
         ratio = statistics.mean(rates) / bc if bc else float("nan")
         print(f"{method:<18} {statistics.mean(rates):>14.3f} +- {sd:.3f} {per:>24} {ratio:>12.2f}")
+    for method, runs in fits.items():
+        if runs and all(runs):
+            means = "  ".join(f"{k} {statistics.mean(r[k] for r in runs):.3f}" for k in FIT_KEYS if k in runs[0])
+            print(f"fit of {method:<14} (mean over seeds)  {means}")
 
 
 def free_play(args: argparse.Namespace, db: str) -> None:

@@ -53,7 +53,7 @@ def test_harness_eval_crafter_random_stores_trajectories_and_metrics(sqlite_url,
     assert abs(by[("score", "", "")] - expected) < 1e-9
     assert by[("length", "", "")] == 30.0 and by[("illegal_actions", "", "")] == 0.0
 
-    from leaderboard.media import sample_media
+    from harness.leaderboard.media import sample_media
 
     media = sample_media(rows[0].input, rows[0].details, rows[0].prediction, [tmp_path / "art"])
     assert any(m.label == "output" and m.kind == "image" and m.url for m in media)

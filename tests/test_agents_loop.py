@@ -70,7 +70,7 @@ def test_parse_action_takes_names_indices_and_refuses_the_rest():
 
 
 def test_an_unparseable_reply_plays_noop_and_counts_as_illegal(tmp_path, monkeypatch):
-    from models.builtin import builtin
+    from harness.models.builtin import builtin
 
     monkeypatch.setenv("HARNESS_ARTIFACTS", str(tmp_path))
     first, score = play("crafter", builtin("constant", text="dance"), max_steps=20)

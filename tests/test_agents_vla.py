@@ -1,6 +1,7 @@
 """VLA backends: fitted on demonstrations recorded by `harness agents record`, they play
-crafter_instruct through the same loop; AAR's alignment tells corrupted demonstration steps apart;
-a demonstration file of another format is a one-line error."""
+crafter_instruct through the same loop; the abstractions' hindsight labels are what the replayed
+demonstration did next; AAR's learned agreement tells corrupted demonstration steps apart; a
+demonstration file of another format is a one-line error."""
 
 from __future__ import annotations
 
@@ -21,22 +22,50 @@ def _stored(url: str, task: str):
         return run, rows, metrics
 
 
-def test_aar_alignment_is_lower_on_corrupted_steps():
+def test_hindsight_labels_are_what_the_replayed_demonstration_did_next():
     from harness.tasks.agents import demos
-    from harness.tasks.agents.backends.abstractions import aar_weights, alignment, intention
+    from harness.tasks.agents.backends.abstractions import IA_CLASSES as IA
+    from harness.tasks.agents.backends.abstractions import NOWHERE, affordance_labels, intention_labels
+    from harness.tasks.agents.env import VIEW_W
     from harness.tasks.agents.observation import parse_observation
 
-    rec = demos.record(["place_table", "eat_cow"], 2, 300, 40, corrupt=0.3)
-    clean, bad = [], []
+    rec = demos.record(["place_table", "collect_sapling"], 2, 300, 60, corrupt=0.0)
+    checked = 0
     for d in rec:
-        for k, (_frame, text, action) in enumerate(demos.replay(d)):
-            obs = parse_observation(text)
-            (bad if d["corrupted"][k] else clean).append(alignment(obs, intention(obs), action))
-    assert bad and clean
-    # clean steps: 1 where they advance the intention, 0.5 while exploring; corrupted ones mostly 0.05-0.3
-    assert sum(clean) / len(clean) > 0.6 > 0.3 > sum(bad) / len(bad)
-    w = aar_weights(clean + bad)
-    assert abs(sum(w) / len(w) - 1.0) < 1e-9 and min(w) > 0
+        steps = list(demos.replay_steps(d))
+        assert len(steps) == len(d["actions"]) and [u for s in steps for u in s.unlocked] == d["unlocked"]
+        ia, esa = intention_labels(steps), affordance_labels(steps)
+        # the intention of a step is the next unlock at or after it: the unlock order, step by step
+        order = [IA[i] for k, i in enumerate(ia) if k == 0 or ia[k - 1] != i]
+        assert order == [u for s in steps for u in s.unlocked][:len(order)] and order[-1] == d["goal"]
+        for k, s in enumerate(steps):
+            if s.unlocked:
+                assert ia[k] == IA.index(s.unlocked[0])
+            if ACTIONS[s.action] == "do" and s.achieved:
+                # an achieving `do` acts on the faced tile: the label is that tile of the view
+                fx, fy = s.facing
+                assert esa[k] == (3 + fy) * VIEW_W + 4 + fx
+                obs = parse_observation(s.text)
+                assert obs.grid[esa[k] // VIEW_W][esa[k] % VIEW_W] == obs.facing
+                checked += 1
+        assert esa[-1] != NOWHERE  # the goal step itself acts on a tile (table placed, grass searched)
+    assert checked >= 2
+
+
+def test_aar_weights_from_the_learned_abstractions_are_lower_on_corrupted_steps():
+    from harness.tasks.agents import demos
+    from harness.tasks.agents.backends.abstractions import aar_weights
+    from harness.tasks.agents.backends.vla import vla_backend
+
+    w = aar_weights([0.0, 0.5, 1.0, 1.0])
+    assert abs(sum(w) / len(w) - 1.0) < 1e-9 and abs(w[0] / w[2] - 0.1) < 1e-9
+    rec = demos.record(["place_table", "eat_cow"], 3, 300, 40, corrupt=0.3)
+    model = vla_backend("3a", epochs=25, warmup=10, lr=3e-3)
+    record = model.fit(demos.as_samples(rec))
+    assert record["corrupted"] > 10  # the marks only score the weights here; training never reads them
+    assert record["ia_accuracy"] > 0.6 and record["esa_accuracy"] > 0.5
+    assert record["agreement_clean"] > 2 * record["agreement_corrupted"]
+    assert record["weight_clean"] > 1.0 > record["weight_corrupted"] + 0.2
 
 
 def test_vla_backends_fit_on_recorded_demos_and_play_crafter_instruct(sqlite_url, tmp_path, monkeypatch):

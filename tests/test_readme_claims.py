@@ -26,9 +26,7 @@ DASH = "—"
 # claim is about: the word every such claim's row names. The note under the table must say what is
 # (or is not) oracle, and such a claim is at best "not reproduced at this budget".
 ORACLE = {
-    "agents": "3A-VLA",  # the abstractions read the scripted expert's own planner
     "reid": "3D-VITAL",  # lifts ground-truth meshes, not reconstructions of photographs
-    "nvs": "consistency tokens",  # no separate anchor set: each token embeds its own lifted pixel
 }
 NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 PAPER_FIGURE = re.compile(r"\d+(?:\.\d+)?%?")

@@ -26,7 +26,7 @@ def record_cmd(
 ) -> None:
     """Record demonstrations; ``-T demos=FILE`` hands them to a crafter task's train split."""
     from harness.tasks.agents import demos
-    from harness.tasks.agents.expert import GOALS
+    from harness.tasks.agents.game import GOALS
 
     names: list[str | None] = [g.strip() for g in goals.split(",") if g.strip()] or list(GOALS)  # type: ignore[misc]
     names = [None if g == "free" else g for g in names]

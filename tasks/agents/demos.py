@@ -4,7 +4,9 @@ so replaying the actions rebuilds every frame and observation; a file stays smal
 ``corrupt`` replaces that share of the expert's actions with misleading ones (an action other than
 the expert's, drawn with the episode's seed); the corrupted action is what is executed and recorded,
 as a careless demonstrator's would be, and ``corrupted`` marks the steps (for analysis only: the
-backends never read it). A file is JSON lines: a header ``{"format": ..., "crafter": ...}``, then one
+backends never read it). Replaying (:func:`replay_steps`) needs only the environment, not the expert:
+it also reports what each step unlocked and where the player stood, which the learned backends turn
+into hindsight labels. A file is JSON lines: a header ``{"format": ..., "crafter": ...}``, then one
 episode per line. A file of another format or Crafter version is refused with a one-line error.
 """
 
@@ -13,12 +15,13 @@ from __future__ import annotations
 import json
 import random
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from harness.errors import UserError
 from harness.tasks.agents.env import ACTIONS, CRAFTER_VERSION, CrafterWorld
-from harness.tasks.agents.expert import GOALS, expert_action
+from harness.tasks.agents.game import GOALS
 from harness.tasks.agents.observation import describe, parse_observation
 from harness.types import Message, Sample
 
@@ -30,6 +33,9 @@ class DemoError(UserError, ValueError):
 
 
 def record_episode(seed: int, goal: str | None, max_steps: int, corrupt: float) -> dict[str, Any]:
+    # imported here: replaying and loading demonstrations must work where the expert is absent
+    from harness.tasks.agents.expert import expert_action
+
     world = CrafterWorld(seed, max_steps)
     rng = random.Random(seed * 7919 + 17)
     actions, expert, corrupted = [], [], []
@@ -100,8 +106,26 @@ def as_samples(demos: list[dict[str, Any]]) -> list[Sample]:
                    metadata={"demo": d}) for d in demos]
 
 
-def replay(demo: dict[str, Any]) -> Iterator[tuple[Any, str, int]]:
-    """(frame, observation text, action) for every step of a demonstration."""
+@dataclass(frozen=True, slots=True)
+class DemoStep:
+    """One replayed step: what the agent saw, what was played, and what the environment reported.
+
+    ``pos`` / ``facing``: the player's world position and facing before the action; ``unlocked``: the
+    achievements this step unlocked for the first time; ``achieved``: whether it raised any
+    achievement counter (a wood collected again counts, a blow that does not kill the cow does not).
+    """
+
+    frame: Any
+    text: str
+    action: int
+    pos: tuple[int, int]
+    facing: tuple[int, int]
+    unlocked: tuple[str, ...]
+    achieved: bool
+
+
+def replay_steps(demo: dict[str, Any]) -> Iterator[DemoStep]:
+    """Every step of a demonstration, rebuilt by playing its actions in its seeded world."""
     goal = demo.get("goal")
     max_steps = int(demo["max_steps"])
     world = CrafterWorld(int(demo["seed"]), max_steps)
@@ -109,6 +133,18 @@ def replay(demo: dict[str, Any]) -> Iterator[tuple[Any, str, int]]:
     for a in demo["actions"]:
         if not 0 <= int(a) < len(ACTIONS):
             raise DemoError(f"demonstration seed {demo['seed']}: action {a} out of range")
-        yield world.frame.copy(), describe(world, max_steps=max_steps, goal=goal_text), int(a)
-        if world.step(int(a)).done:
+        frame, text = world.frame.copy(), describe(world, max_steps=max_steps, goal=goal_text)
+        pos, facing = world.pose()
+        before = world.achievements()
+        result = world.step(int(a))
+        after = world.achievements()
+        yield DemoStep(frame, text, int(a), pos, facing, tuple(result.unlocked),
+                       any(after[k] > before.get(k, 0) for k in after))
+        if result.done:
             break
+
+
+def replay(demo: dict[str, Any]) -> Iterator[tuple[Any, str, int]]:
+    """(frame, observation text, action) for every step of a demonstration."""
+    for step in replay_steps(demo):
+        yield step.frame, step.text, step.action

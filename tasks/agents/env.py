@@ -56,6 +56,30 @@ class StepResult:
     unlocked: list[str]
 
 
+class _OrderedSet(dict[Any, None]):
+    """A set that iterates in insertion order (the part of ``set`` crafter's chunks use)."""
+
+    def add(self, item: Any) -> None:
+        self[item] = None
+
+    def remove(self, item: Any) -> None:
+        del self[item]
+
+
+def _order_chunks(world: Any) -> None:
+    """Make crafter's creature balancing deterministic. Its world keeps each chunk's objects in a
+    ``set``, which iterates in memory-address order, and despawns ``creatures[random index]`` of
+    that order: the same seed and actions then play out differently from one process (or one
+    replay) to the next, and a replayed demonstration can leave the recorded one. Ordered by when
+    each object entered the world (its index in the object list), then by insertion."""
+    import collections
+
+    chunks: collections.defaultdict[Any, _OrderedSet] = collections.defaultdict(_OrderedSet)
+    for key, objs in world._chunks.items():
+        chunks[key] = _OrderedSet((o, None) for o in sorted(objs, key=lambda o: int(world._obj_map[tuple(o.pos)])))
+    world._chunks = chunks
+
+
 class CrafterWorld:
     """One seeded Crafter episode. ``seed`` fixes the world (Crafter seeds episode k of an Env with
     ``hash((seed, k))``; we always play its first episode, so a sample's seed is its world)."""
@@ -68,6 +92,7 @@ class CrafterWorld:
         try:
             self.env = crafter.Env(seed=int(seed), length=int(max_steps))
             self.frame = self.env.reset()
+            _order_chunks(self.env._world)
         except Exception as exc:
             raise EnvError(f"crafter could not reset seed {seed}: {type(exc).__name__}: {exc}") from None
         self.seed = int(seed)
@@ -100,6 +125,12 @@ class CrafterWorld:
                 row.append(SEMANTIC_NAMES[idx] if 0 <= idx < len(SEMANTIC_NAMES) else "unknown")
             rows.append(row)
         return rows
+
+    def pose(self) -> tuple[tuple[int, int], tuple[int, int]]:
+        """The player's world (x, y) and the (dx, dy) it faces (for hindsight labels of a replay)."""
+        px, py = (int(v) for v in self.player.pos)
+        fx, fy = (int(v) for v in self.player.facing)
+        return (px, py), (fx, fy)
 
     def facing(self) -> tuple[str, str]:
         """(direction, what is on the tile the player faces)."""

@@ -2,10 +2,10 @@
 9x7 map of the text observation.
 
 It is stateless (every decision comes from one observation), so it runs as a backend
-(``crafter:scripted``), records demonstrations, and its planner doubles as the intention
-abstraction of the 3A-VLA backend (:func:`primitive_for`: the subgoal primitive an instruction
-and an inventory call for). Exploration when nothing useful is in view heads in a direction that
-changes every few steps, drawn from the step number and a seed, so the agent does not stall.
+(``crafter:scripted``) and records demonstrations. It is the demonstrator only: the VLA backends
+learn from its recorded episodes and never import this module. Exploration when nothing useful is
+in view heads in a direction that changes every few steps, drawn from the step number and a seed,
+so the agent does not stall.
 """
 
 from __future__ import annotations
@@ -15,10 +15,9 @@ from collections import deque
 from dataclasses import dataclass
 
 from harness.tasks.agents.env import ACTIONS, VIEW_H, VIEW_W
+from harness.tasks.agents.game import GOAL_ACHIEVEMENT, MOVES, WALKABLE
 from harness.tasks.agents.observation import Observation
 
-WALKABLE = {"grass", "sand", "path"}
-MOVES = {"left": (-1, 0), "right": (1, 0), "up": (0, -1), "down": (0, 1)}
 # recipes of crafter 1.8.3 (data.yaml), what the planner needs of them
 COLLECT = {"wood": ("tree", None), "sapling": ("grass", None), "drink": ("water", None),
            "stone": ("stone", "wood_pickaxe"), "coal": ("coal", "wood_pickaxe"), "iron": ("iron", "stone_pickaxe"),
@@ -121,7 +120,7 @@ def _place(item: str, obs: Observation, depth: int = 0) -> Primitive:
 
 
 def primitive_for(achievement: str, obs: Observation) -> Primitive:
-    """The next subgoal primitive towards an achievement (the intention abstraction)."""
+    """The next subgoal primitive towards an achievement."""
     kind, _, target = achievement.partition("_")
     if achievement == "eat_cow":
         return Primitive("eat", "cow")
@@ -254,11 +253,3 @@ def expert_action(obs: Observation, seed: int = 0) -> tuple[str, Primitive]:
     assert action in ACTIONS, action
     return action, prim
 
-
-# instruction text -> achievement (crafter_instruct's goals)
-GOALS: dict[str, str] = {
-    "collect_wood": "collect wood", "place_table": "place a table", "make_wood_pickaxe": "make a wood pickaxe",
-    "make_wood_sword": "make a wood sword", "collect_sapling": "collect a sapling", "place_plant": "place a plant",
-    "collect_drink": "drink water", "eat_cow": "eat a cow", "collect_stone": "collect stone",
-}  # fmt: skip
-GOAL_ACHIEVEMENT: dict[str, str] = {text: ach for ach, text in GOALS.items()}

@@ -18,7 +18,7 @@ from harness.registry import task
 from harness.task import SampleRecord, ScoreContext, Task
 from harness.tasks.agents.env import ACHIEVEMENTS, CRAFTER_VERSION
 from harness.tasks.agents.episode import EpisodeConfig, first_request, play
-from harness.tasks.agents.expert import GOALS
+from harness.tasks.agents.game import GOALS
 from harness.types import Message, Metric, MetricInfo, Output, Sample, Score, higher, lower, neutral, stable_hash
 
 VERSION = "1"

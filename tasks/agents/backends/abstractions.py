@@ -1,159 +1,95 @@
-"""3A-VLA's two abstractions and their agreement, computed from one text observation.
+"""What the VLA backends observe, and the hindsight labels 3A-VLA's two abstractions learn from.
 
-- **Intention abstraction (IA)**: the instruction condensed to the subgoal primitive it calls for now
-  (``collect tree``, ``place table``, ``make wood_pickaxe``...), from the instruction and the
-  inventory by Crafter's recipes (:func:`harness.tasks.agents.expert.primitive_for`); a one-hot.
-- **Environment semantics abstraction (ESA)**: the 9x7 semantic view structured into a
-  spatial-functional affordance map: walkable / obstacle / danger / station tiles, the tiles that
-  afford the current primitive, and a walking-distance field to them (channels x 7 x 9).
-- **Alignment** (for AAR): how well a demonstrated action agrees with what the two abstractions
-  together afford: a move that shortens the walk to the intention's target, ``do`` on a target,
-  the place/make the intention names. It is continuous in [0, 1]; AAR turns it into loss weights.
+Inputs (every variant, ``vla:bc`` included): the frame, the instruction embedding, a state vector
+(inventory, facing direction, achievements unlocked so far, all from the text observation) and the
+9x7 semantic map as tile-class indices (one-hot in the network).
 
-This is our reconstruction from the paper's abstract (no code was released when it was written): the
-abstractions are computed, not learned, and the agreement is a fixed compatibility score.
+Labels come from replaying the demonstration in its seeded world (:func:`demos.replay_steps`: the
+environment reports every unlock and the player's pose), never from the demonstrator's code:
+
+- **Intention (IA)**: for step k, the first achievement the demonstration unlocks at or after step
+  k (``none`` when it unlocks nothing more). A head learns to predict it from the observation.
+- **Environment semantics (ESA)**: for step k, the tile the demonstration acts on next: the faced
+  tile of the next ``do`` / ``place_*`` / ``make_*`` step that raised an achievement counter,
+  written in step k's 9x7 view (``nowhere`` when that tile is outside the view, or there is no such
+  step). A per-tile head learns this spatial-functional affordance heatmap.
+- **AAR** (:func:`aar_weights`) turns the model's own agreement of each demonstrated action with its
+  learned abstractions into loss weights.
 """
 
 from __future__ import annotations
 
-from collections import deque
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
-from harness.tasks.agents.env import ACTIONS, VIEW_H, VIEW_W
-from harness.tasks.agents.expert import (
-    GOAL_ACHIEVEMENT,
-    MAKE,
-    MOVES,
-    PLACE,
-    PRIMITIVES,
-    WALKABLE,
-    Primitive,
-    free_play_goal,
-    primitive_for,
-)
+from harness.tasks.agents.env import ACHIEVEMENTS, ACTIONS, SEMANTIC_NAMES, VIEW_H, VIEW_W
+from harness.tasks.agents.game import INVENTORY_ITEMS, MOVES, TILE_ACTION_PREFIXES
 from harness.tasks.agents.observation import Observation
 
-IA_NAMES: tuple[str, ...] = (*(p.name for p in PRIMITIVES), "goto table", "goto furnace")
-ESA_CHANNELS = 7
-INVENTORY_ITEMS = ("health", "food", "drink", "energy", "sapling", "wood", "stone", "coal", "iron", "diamond",
-                   "wood_pickaxe", "stone_pickaxe", "iron_pickaxe", "wood_sword", "stone_sword", "iron_sword")
-DANGER = {"lava", "zombie", "skeleton", "arrow"}
+if TYPE_CHECKING:
+    from harness.tasks.agents.demos import DemoStep
+
+IA_CLASSES: tuple[str, ...] = (*ACHIEVEMENTS, "none")
+NOWHERE = VIEW_W * VIEW_H  # the ESA class after the 63 tiles (row-major, rows top to bottom)
+ESA_CLASSES = NOWHERE + 1
+TILE_CLASSES = len(SEMANTIC_NAMES)
+# the state vector's layout: inventory counts / 9, then the facing direction one-hot, then unlocked
+FACING_AT = len(INVENTORY_ITEMS)
+STATE_DIM = len(INVENTORY_ITEMS) + len(MOVES) + len(ACHIEVEMENTS)
 FLOOR = 0.1  # the weight left to a demonstration step the abstractions disagree with entirely
+_TILE_INDEX = {name: i for i, name in enumerate(SEMANTIC_NAMES)}
 
 
-def intention(obs: Observation) -> Primitive:
-    goal = obs.goal
-    achievement = GOAL_ACHIEVEMENT.get(goal, goal.replace(" ", "_")) if goal else free_play_goal(obs, obs.unlocked)
-    return primitive_for(achievement, obs)
+def state_vector(obs: Observation) -> list[float]:
+    facing = [float(obs.direction == d) for d in MOVES]
+    return [obs.count(k) / 9.0 for k in INVENTORY_ITEMS] + facing + [float(a in obs.unlocked) for a in ACHIEVEMENTS]
 
 
-def targets_of(prim: Primitive) -> set[str]:
-    if prim.kind in ("collect", "goto"):
-        return {prim.target}
-    if prim.kind == "eat":
-        return {"cow"}
-    if prim.kind == "attack":
-        return {"zombie"}
-    if prim.kind == "place":
-        return set(PLACE[prim.target][1]) if prim.target in PLACE else set()
-    return set()
-
-
-def distance_field(obs: Observation, targets: set[str]) -> list[list[float]]:
-    """Walking steps from each tile to a tile next to a target (inf where none is reachable)."""
-    inf = float("inf")
-    dist = [[inf] * VIEW_W for _ in range(VIEW_H)]
-    queue: deque[tuple[int, int]] = deque()
-    for y in range(VIEW_H):
-        for x in range(VIEW_W):
-            if obs.grid and any(0 <= y + dy < VIEW_H and 0 <= x + dx < VIEW_W and obs.grid[y + dy][x + dx] in targets
-                                for dx, dy in MOVES.values()):
-                dist[y][x] = 0.0
-                queue.append((x, y))
-    while queue:
-        x, y = queue.popleft()
-        for dx, dy in MOVES.values():
-            nx, ny = x + dx, y + dy
-            if 0 <= nx < VIEW_W and 0 <= ny < VIEW_H and dist[ny][nx] == inf and \
-                    (obs.grid[ny][nx] in WALKABLE or obs.grid[ny][nx] == "player"):
-                dist[ny][nx] = dist[y][x] + 1
-                queue.append((nx, ny))
-    return dist
-
-
-def esa_map(obs: Observation, prim: Primitive) -> Any:
-    """(channels, 7, 9) float32 affordance map."""
+def tile_indices(obs: Observation) -> Any:
+    """(7, 9) int64 tile classes of the semantic map (all ``unknown`` when the text has no map)."""
     import numpy as np
 
-    out = np.zeros((ESA_CHANNELS, VIEW_H, VIEW_W), np.float32)
-    if not obs.grid:
-        return out
-    targets = targets_of(prim)
-    dist = distance_field(obs, targets) if targets else None
-    for y, row in enumerate(obs.grid):
-        for x, name in enumerate(row):
-            out[0, y, x] = name in WALKABLE
-            out[1, y, x] = name not in WALKABLE and name not in ("player", "unknown")
-            out[2, y, x] = name in DANGER
-            out[3, y, x] = name in ("table", "furnace")
-            out[4, y, x] = name in targets
-            d = dist[y][x] if dist is not None else float("inf")
-            out[5, y, x] = 1.0 / (1.0 + d) if d != float("inf") else 0.0
-            out[6, y, x] = name == "player"
+    out = np.zeros((VIEW_H, VIEW_W), np.int64)
+    for y, row in enumerate(obs.grid[:VIEW_H]):
+        for x, name in enumerate(row[:VIEW_W]):
+            out[y, x] = _TILE_INDEX.get(name, 0)
     return out
 
 
-def inventory_vector(obs: Observation) -> list[float]:
-    facing = [float(obs.direction == d) for d in MOVES]
-    return [obs.count(k) / 9.0 for k in INVENTORY_ITEMS] + facing
+def intention_labels(steps: Sequence[DemoStep]) -> list[int]:
+    """Hindsight IA label per step: the index in IA_CLASSES of the next unlock at or after it."""
+    labels = [0] * len(steps)
+    nxt = IA_CLASSES.index("none")
+    for k in range(len(steps) - 1, -1, -1):
+        if steps[k].unlocked:
+            nxt = IA_CLASSES.index(steps[k].unlocked[0])
+        labels[k] = nxt
+    return labels
 
 
-def ia_vector(prim: Primitive) -> list[float]:
-    vec = [0.0] * len(IA_NAMES)
-    if prim.name in IA_NAMES:
-        vec[IA_NAMES.index(prim.name)] = 1.0
-    return vec
+def acts_on_tile(step: DemoStep) -> bool:
+    name = ACTIONS[step.action]
+    return step.achieved and name.startswith(TILE_ACTION_PREFIXES)
 
 
-def alignment(obs: Observation, prim: Primitive, action: int) -> float:
-    """How well an action agrees with the intention on the affordance map, in [0, 1]."""
-    name = ACTIONS[action]
-    targets = targets_of(prim)
-    cx, cy = VIEW_W // 2, VIEW_H // 2
-    if name.startswith("move_"):
-        if not obs.grid:
-            return 0.5
-        dx, dy = MOVES[name[len("move_"):]]
-        nxt = obs.grid[cy + dy][cx + dx]
-        if prim.kind in ("make", "sleep"):
-            return 0.2
-        if prim.kind == "place":
-            return 0.6 if obs.facing not in targets and nxt in targets else 0.2
-        if not targets or prim.kind == "explore":
-            return 0.5 if nxt in WALKABLE else 0.2
-        if nxt in targets:  # turning to face the target
-            return 1.0 if obs.facing not in targets else 0.3
-        dist = distance_field(obs, targets)
-        here, there = dist[cy][cx], dist[cy + dy][cx + dx] if nxt in WALKABLE else float("inf")
-        if here == float("inf"):
-            return 0.5 if nxt in WALKABLE else 0.2  # target out of reach: any open move explores
-        return 1.0 if there < here else 0.15
-    if name == "do":
-        if prim.kind in ("collect", "eat", "attack") and obs.facing in targets:
-            return 1.0
-        return 0.3 if obs.facing in ("tree", "grass", "cow", "water", "zombie") else 0.1
-    if name == "sleep":
-        return 1.0 if prim.kind == "sleep" else 0.05
-    if name.startswith("place_"):
-        return 1.0 if prim.kind == "place" and prim.target == name[len("place_"):] else 0.05
-    if name.startswith("make_"):
-        item = name[len("make_"):]
-        return 1.0 if prim.kind == "make" and prim.target == item and item in MAKE else 0.05
-    return 0.1  # noop
+def affordance_labels(steps: Sequence[DemoStep]) -> list[int]:
+    """Hindsight ESA label per step: the view tile (y * 9 + x) of the next achieving interaction, or NOWHERE."""
+    labels = [NOWHERE] * len(steps)
+    target: tuple[int, int] | None = None  # world (x, y) of the next interaction's tile
+    for k in range(len(steps) - 1, -1, -1):
+        s = steps[k]
+        if acts_on_tile(s):
+            target = (s.pos[0] + s.facing[0], s.pos[1] + s.facing[1])
+        if target is not None:
+            x = target[0] - s.pos[0] + VIEW_W // 2
+            y = target[1] - s.pos[1] + VIEW_H // 2
+            if 0 <= x < VIEW_W and 0 <= y < VIEW_H:
+                labels[k] = y * VIEW_W + x
+    return labels
 
 
-def aar_weights(scores: list[float]) -> list[float]:
-    """AAR: loss weight per step from its alignment, FLOOR..1, rescaled to mean 1."""
-    raw = [FLOOR + (1.0 - FLOOR) * s for s in scores]
+def aar_weights(agreement: Sequence[float]) -> list[float]:
+    """AAR: a step's loss weight from its agreement in [0, 1], FLOOR..1, rescaled to mean 1."""
+    raw = [FLOOR + (1.0 - FLOOR) * min(max(a, 0.0), 1.0) for a in agreement]
     mean = sum(raw) / len(raw) if raw else 1.0
     return [w / mean for w in raw]

@@ -1,11 +1,20 @@
 """VLA method backends, fitted on the task's demonstrations (its train split), then played through the
-same loop as any model: ``vla:bc`` (behaviour cloning: frame CNN + instruction embedding),
-``vla:3a`` (3A-VLA: also the intention and environment-semantics abstractions, AAR-weighted loss)
-and ``vla:3a-no-aar`` (the same policy, every demonstration step weighted 1).
+same loop as any model. Every variant sees the same observation: the frame, the instruction, the
+inventory / facing / achievements vector and the one-hot 9x7 semantic map
+(:mod:`harness.tasks.agents.backends.abstractions`).
 
-Settings (``-M``): ``epochs``, ``lr``, ``hidden``, ``seed`` (training), ``greedy`` (argmax instead
-of sampling the policy with the request's seed), ``batch_size``. The request gives the frame (the
-image part's path; a text-only task gives a blank frame) and the observation text.
+- ``vla:bc``: behaviour cloning on that observation (action cross-entropy).
+- ``vla:3a`` (3A-VLA): the same policy plus two learned abstraction heads (the next achievement,
+  and the tile acted on next, both from hindsight labels of the replayed demonstrations), fed to
+  the policy as inputs, and AAR: loss weights from the agreement of each demonstrated action with
+  those abstractions (:mod:`harness.tasks.agents.backends.vla_core`).
+- ``vla:3a-no-aar``: ``vla:3a`` with every demonstration step weighted 1.
+
+Nothing here reads the scripted expert (it only recorded the demonstrations): the labels come from
+the environment's replay. Settings (``-M``): ``epochs``, ``lr``, ``hidden``, ``seed``, ``warmup``
+(training), ``greedy`` (argmax instead of sampling the policy with the request's seed),
+``batch_size``. The request gives the frame (the image part's path; a text-only task gives a blank
+frame) and the observation text.
 """
 
 from __future__ import annotations
@@ -32,10 +41,11 @@ SETTINGS = {
     "lr": Setting(Annotated[float, Field(gt=0)], 1e-3, "Adam learning rate"),
     "hidden": Setting(PositiveInt, 128, "hidden units of the policy"),
     "seed": Setting(int, 0, "training seed"),
+    "warmup": Setting(Annotated[int, Field(ge=0)], 5, "epochs before AAR reweights (3a), at most epochs - 1"),
     "greedy": Setting(bool, False, "play the most likely action instead of sampling the policy"),
     "batch_size": Setting(PositiveInt, 64, "observations answered per call"),
 }
-TRAINING = ("epochs", "lr", "hidden", "seed")
+TRAINING = ("epochs", "lr", "hidden", "seed", "warmup")
 
 
 def _frame(path: str | None) -> Any:
@@ -50,19 +60,15 @@ def _frame(path: str | None) -> Any:
     return arr
 
 
-def features(frame: Any, text: str, abstractions: bool) -> tuple[dict[str, Any], Any]:
-    """One step's inputs (and the intention primitive, for AAR)."""
-    from harness.tasks.agents.backends.abstractions import esa_map, ia_vector, intention, inventory_vector
+def features(frame: Any, text: str) -> tuple[dict[str, Any], int]:
+    """One step's inputs (the same for every variant) and its step number."""
+    from harness.tasks.agents.backends.abstractions import state_vector, tile_indices
     from harness.tasks.agents.backends.vla_core import embed_text
     from harness.tasks.agents.observation import parse_observation
 
     obs = parse_observation(text)
-    row: dict[str, Any] = {"frame": frame, "text": embed_text(obs.goal)}
-    prim = None
-    if abstractions:
-        prim = intention(obs)
-        row.update(esa=esa_map(obs, prim), ia=ia_vector(prim), inv=inventory_vector(obs))
-    return row, (obs, prim)
+    row = {"frame": frame, "text": embed_text(obs.goal), "state": state_vector(obs), "tiles": tile_indices(obs)}
+    return row, obs.step
 
 
 def _stack(rows: list[dict[str, Any]]) -> dict[str, list[Any]]:
@@ -86,44 +92,51 @@ class VLAModel:
         return self.variant != "bc"
 
     def fit(self, train: Sequence[Sample]) -> dict[str, Any]:
-        from harness.tasks.agents.backends.abstractions import aar_weights, alignment
+        from harness.tasks.agents.backends.abstractions import affordance_labels, intention_labels
         from harness.tasks.agents.backends.vla_core import TrainConfig
         from harness.tasks.agents.backends.vla_core import train as train_net
-        from harness.tasks.agents.demos import DemoError, replay
+        from harness.tasks.agents.demos import DemoError, replay_steps
 
         t0 = time.perf_counter()
-        rows, actions, aligned, corrupted = [], [], [], []
+        rows, actions, corrupted = [], [], []
+        labels: dict[str, list[int]] = {"ia": [], "esa": []}
         for s in train:
             demo = s.metadata.get("demo")
             if not isinstance(demo, dict):
                 raise DemoError(f"train sample {s.id!r} holds no demonstration")
             marks = list(demo.get("corrupted") or [])
-            for k, (frame, text, action) in enumerate(replay(demo)):
-                row, (obs, prim) = features(frame, text, self.abstractions)
-                rows.append(row)
-                actions.append(action)
-                corrupted.append(int(marks[k]) if k < len(marks) else 0)
-                if prim is not None:
-                    aligned.append(alignment(obs, prim, action))
+            steps = list(replay_steps(demo))
+            labels["ia"] += intention_labels(steps)
+            labels["esa"] += affordance_labels(steps)
+            for k, step in enumerate(steps):
+                rows.append(features(step.frame, step.text)[0])
+                actions.append(step.action)
+                corrupted.append(int(marks[k]) if k < len(marks) else 0)  # diagnostics only
         if not rows:
             raise DemoError("the demonstrations hold no steps")
-        weights = aar_weights(aligned) if self.variant == "3a" else [1.0] * len(rows)
         cfg = TrainConfig(**{k: v for k, v in self.settings.items() if k in TRAINING})
-        self.net, losses = train_net(_stack(rows), actions, weights, self.abstractions, cfg)
+        self.net, out = train_net(_stack(rows), actions, labels if self.abstractions else None,
+                                  self.variant == "3a", cfg)
+        losses = out["losses"]
         self.record = {"method": self.spec, "steps": len(rows), "episodes": len(train), "corrupted": sum(corrupted),
                        "loss_first": round(losses[0], 4), "loss_last": round(losses[-1], 4), "config": asdict(cfg),
                        "seconds": round(time.perf_counter() - t0, 2)}  # fmt: skip
-        if aligned and any(corrupted) and not all(corrupted):
-            # diagnostic only (training never reads the marks): does AAR's signal tell bad steps apart?
-            clean = [a for a, c in zip(aligned, corrupted, strict=True) if not c]
-            bad = [a for a, c in zip(aligned, corrupted, strict=True) if c]
-            self.record["alignment_clean"] = round(sum(clean) / len(clean), 3)
-            self.record["alignment_corrupted"] = round(sum(bad) / len(bad), 3)
+        for key in ("ia_accuracy", "esa_accuracy"):
+            if key in out:
+                self.record[key] = round(out[key], 3)
+        if "agreement" in out and any(corrupted) and not all(corrupted):
+            # diagnostic only (training never reads the marks): do the learned abstractions tell bad steps apart?
+            for name, values in (("agreement", out["agreement"]), ("weight", out["weights"])):
+                clean = [a for a, c in zip(values, corrupted, strict=True) if not c]
+                bad = [a for a, c in zip(values, corrupted, strict=True) if c]
+                self.record[f"{name}_clean"] = round(sum(clean) / len(clean), 3)
+                self.record[f"{name}_corrupted"] = round(sum(bad) / len(bad), 3)
         return self.record
 
     async def generate(self, requests: Sequence[Request]) -> list[Output]:
-        from harness.tasks.agents.backends.vla_core import probabilities
-        from harness.tasks.agents.env import ACTIONS
+        from harness.tasks.agents.backends.abstractions import IA_CLASSES, NOWHERE
+        from harness.tasks.agents.backends.vla_core import predict
+        from harness.tasks.agents.env import ACTIONS, VIEW_W
 
         if self.net is None:
             return [Output(error=f"{self.spec} has not been fitted (the task needs a train split of demonstrations)")
@@ -133,15 +146,16 @@ class VLAModel:
         rows, slots, steps = [], [], []
         for i, r in enumerate(requests):
             try:
-                row, (obs, _prim) = features(_frame(request_image(r)), request_text(r), self.abstractions)
+                row, step = features(_frame(request_image(r)), request_text(r))
             except (OSError, ValueError) as exc:
                 outs[i] = Output(error=f"bad request: {type(exc).__name__}: {exc}")
                 continue
             rows.append(row)
             slots.append(i)
-            steps.append(obs.step)
+            steps.append(step)
         if rows:
-            probs = probabilities(self.net, _stack(rows))
+            pred = predict(self.net, _stack(rows))
+            probs = pred["probs"]
             for j, i in enumerate(slots):
                 r = requests[i]
                 p = probs[j]
@@ -150,7 +164,12 @@ class VLAModel:
                 else:
                     rng = random.Random(f"{r.config.seed or 0}:{zlib.crc32(r.sample_id.encode())}:{steps[j]}")
                     a = rng.choices(range(len(ACTIONS)), weights=p.tolist())[0]
-                outs[i] = Output(text=ACTIONS[a], prediction={"action": ACTIONS[a], "p": round(float(p[a]), 4)})
+                shown: dict[str, Any] = {"action": ACTIONS[a], "p": round(float(p[a]), 4)}
+                if "intention" in pred:  # what the abstraction heads predicted for this step
+                    tile = int(pred["affordance"][j])
+                    shown["intention"] = IA_CLASSES[int(pred["intention"][j])]
+                    shown["affordance"] = "nowhere" if tile == NOWHERE else [tile % VIEW_W, tile // VIEW_W]
+                outs[i] = Output(text=ACTIONS[a], prediction=shown)
         per = (time.perf_counter() - t0) / max(len(requests), 1)
         done = []
         for o in outs:
