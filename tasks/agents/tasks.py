@@ -25,24 +25,15 @@ VERSION = "1"
 DEMO_SEED = 100_000  # demonstration worlds start here: far from any test seed a user is likely to pick
 
 
-def _read(kind: type[Any], value: Any) -> Any:
-    """A ``-T`` value as its annotation's type. The annotation is checked before the factory runs
-    (:func:`harness.run_config.check_option_types`), which hands the value over as given: this reads a
-    quoted ``"8"`` or a ``yes`` by the same rules."""
-    from pydantic import TypeAdapter
-
-    return TypeAdapter(kind).validate_python(value)
-
-
-def _ranged(key: str, value: Any, lo: int, hi: int) -> int:
-    number: int = _read(int, value)
+# the values arrive as their annotated types (the registry converts -T options, harness.option_types):
+# only the ranges, which the annotations do not state, are checked here
+def _ranged(key: str, number: int, lo: int, hi: int) -> int:
     if not lo <= number <= hi:
         raise ValueError(f"-T {key} must be in [{lo}, {hi}], got {number}")
     return number
 
 
-def _ranged_float(key: str, value: Any, lo: float, hi: float) -> float:
-    number: float = _read(float, value)
+def _ranged_float(key: str, number: float, lo: float, hi: float) -> float:
     if not lo <= number <= hi:
         raise ValueError(f"-T {key} must be in [{lo:g}, {hi:g}], got {number:g}")
     return number
@@ -75,10 +66,9 @@ class _Options:
     corrupt: float
 
 
-def _common(episodes: Any, max_steps: Any, seed: Any, image: Any, keep_frames: Any, step_timeout: Any,
-            episode_timeout: Any, demos: Any, demo_episodes: Any, demo_seed: Any, corrupt: Any) -> _Options:
-    cfg = EpisodeConfig(max_steps=_ranged("max_steps", max_steps, 1, 100_000), image=_read(bool, image),
-                        keep_frames=_read(bool, keep_frames),
+def _common(episodes: int, max_steps: int, seed: int, image: bool, keep_frames: bool, step_timeout: float,
+            episode_timeout: float, demos: str | None, demo_episodes: int, demo_seed: int, corrupt: float) -> _Options:
+    cfg = EpisodeConfig(max_steps=_ranged("max_steps", max_steps, 1, 100_000), image=image, keep_frames=keep_frames,
                         step_timeout=_ranged_float("step_timeout", step_timeout, 0.001, 86_400.0),
                         episode_timeout=_ranged_float("episode_timeout", episode_timeout, 0.001, 864_000.0))
     return _Options(episodes=_ranged("episodes", episodes, 1, 100_000), seed=_ranged("seed", seed, 0, 2**31 - 200_000),
