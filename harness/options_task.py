@@ -14,7 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.backend_settings import describe
 from harness.errors import UserError
+from harness.option_types import hints_of
 
 __all__ = ["OptionSpec", "check_task_options", "describe_task", "task_options"]
 
@@ -86,7 +88,14 @@ def task_options(factory: Any, description: str = "") -> tuple[list[OptionSpec],
         m = re.search(rf"-T[^()]*?\b{re.escape(p.name)}=([^\s=)]+)", described)
         if m and p.name not in docs:
             docs[p.name] = "one of " + ", ".join(m.group(1).split("|"))
-    return [OptionSpec(p.name, _annotation(p), p.default, docs.get(p.name, "")) for p in params], open_ended
+    hints = hints_of(fn)
+
+    def shown(p: inspect.Parameter) -> str:
+        # a bounded type reads as its meaning ("an integer >= 1"), not as pydantic's spelling of it
+        written = _annotation(p)
+        return describe(hints[p.name]) if p.name in hints and "Annotated[" in repr(hints[p.name]) else written
+
+    return [OptionSpec(p.name, shown(p), p.default, docs.get(p.name, "")) for p in params], open_ended
 
 
 def check_task_options(task_name: str, options: dict[str, Any]) -> None:
