@@ -17,8 +17,8 @@ from sqlalchemy.orm import Session
 
 from harness.ratings import Ratings, pair_counts, rate, rate_counts
 from harness.ratings.style import rate_with_style
-from harness.store.schema_arena import ArenaVoteRow
 from harness.ratings.voter_audit import VoterFlag, implausible_voters
+from harness.store.schema_arena import ArenaVoteRow
 
 from . import categories, failures
 from .keys import display_names, legacy_resolver, or_label
