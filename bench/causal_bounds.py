@@ -7,7 +7,8 @@ LP bounds of the same information, identified share (where the information ident
 seconds per problem, and the width ratio against the matching LP (P-NCM / LP-under-PAG, NCM /
 LP-with-graph; 1 = sharp). Defaults take about 6-8 minutes on a loaded 2-core machine.
 
-    python bench/causal_bounds.py [--graphs iv,frontdoor,backdoor,bow,chain] [--seeds 2] [--query ate]
+    python bench/causal_bounds.py [--graphs iv,frontdoor,backdoor,bow,chain] [--seeds 2]
+                                  [--query ate|pyx|ett|pn|ps|pns]
                                   [--iters 1000] [--n 0]
 """
 
@@ -26,7 +27,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--graphs", default="iv,frontdoor,backdoor,bow,chain")
     ap.add_argument("--seeds", type=int, default=2)
-    ap.add_argument("--query", default="ate", choices=["ate", "pyx"])
+    ap.add_argument("--query", default="ate", choices=["ate", "pyx", "ett", "pn", "ps", "pns"])
     ap.add_argument("--iters", type=int, default=1000)
     ap.add_argument("--n", type=int, default=0, help="samples per SCM (0: the exact distribution)")
     args = ap.parse_args()

@@ -1,4 +1,6 @@
 """Bounding backends for ``causal_bounds`` (each request carries its own data, so there is no fit step).
+Every backend answers every query of scm.QUERIES: the interventional ``ate``/``pyx`` and the
+counterfactual ``ett``/``pn``/``ps``/``pns`` (counterfactual.py).
 
 - ``pncm``: the P-NCM. From the request's PAG, the class of causal diagrams with that PAG is
   enumerated and checked with causal-learn's dag2pag (graphs.py); one NCM per maximal member is
@@ -7,11 +9,14 @@
 - ``ncm:known_graph``: the same NCM on the true diagram (the oracle that knows the graph).
 - ``bounds:lp``: the sharp response-function LP bounds on the observed distribution (``-M
   information=pag`` (default): union over the PAG's maximal members; ``known_graph``: the true
-  diagram); ``bounds:manski``: the no-assumption bounds.
+  diagram; for counterfactual queries lp_counterfactual.py, and ``sharp: false`` in the reply where
+  it had to merge c-components); ``bounds:manski``: the no-assumption bounds (for counterfactual
+  queries Tian & Pearl's bounds from P(x, y) alone).
 
 NCM settings (``-M``): ``iters`` (1000), ``lr`` (4e-3), ``width`` (16), ``latent_dim`` (4),
 ``latent_points`` (32), ``lam_start`` (1), ``lam_end`` (1e-3), ``anneal`` (0.6), ``restarts`` (2 per
-sense), ``kl_tol`` (5e-4), ``seed`` (0). The reply's ``prediction``: ``lower``, ``upper``,
+sense), ``kl_tol`` (5e-4), ``seed`` (0), ``atom_scale`` (0: 1 for ate/pyx, 4 for counterfactual
+queries). The reply's ``prediction``: ``lower``, ``upper``,
 ``information`` (pag | known_graph),
 ``diagrams`` (members used), ``trained`` (NCMs trained), ``kl`` (worst kept fit), ``seconds``.
 """
@@ -45,6 +50,8 @@ NCM_SETTINGS = {
     "anneal": Setting(Probability, _NCM.anneal, "share of the iterations over which lambda anneals"),
     "restarts": Setting(PositiveInt, _NCM.restarts, "seeds per sense, trained side by side"),
     "seed": Setting(int, _NCM.seed, "training seed"),
+    "atom_scale": Setting(NonNegativeFloat, _NCM.atom_scale, "spread of the initial latent atoms (0: 1 for "
+                          "ate/pyx, 4 for counterfactual queries)"),
     "kl_tol": Setting(PositiveFloat, 5e-4, "a member is kept when its fit's KL is within this"),
 }
 LP_SETTINGS = {
@@ -87,6 +94,8 @@ class BoundsModel:
             tol = 1e-7 if prob.n == 0 else _LP_TOL_SAMPLE
             b, _ = class_bounds(members, p, prob.query, tol=tol)
             out |= {"lower": b.lower, "upper": b.upper, "violation": b.violation}
+            if not b.sharp:  # a counterfactual query with merged c-components: valid, perhaps not sharp
+                out["sharp"] = False
         else:
             import torch
 

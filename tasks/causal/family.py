@@ -4,7 +4,7 @@ from harness.family import DemoRun, Family
 
 FAMILY = Family(
     name="causal",
-    title="PAG-constrained neural causal models: bounds on interventional queries",
+    title="PAG-constrained neural causal models: bounds on interventional and counterfactual queries",
     arena_display="none",  # in the arena: outputs a person cannot compare (numeric bounds)
     tasks=("harness.tasks.causal.tasks",),
     backends=("harness.tasks.causal.backends",),

@@ -1,4 +1,5 @@
-"""Sharp bounds on P(Y = 1 | do(X = x)) and the ATE for a binary diagram: the response-function LP.
+"""Sharp bounds on P(Y = 1 | do(X = x)) and the ATE for a binary diagram: the response-function LP
+(the counterfactual queries go to lp_counterfactual.py, which solves with :func:`solve_bounds` too).
 
 Tian's factorisation P(v) = prod_j Q[C_j](v), Q[C_j](v) = prod_{i in C_j} P(v_i | v_<i) (topological
 order), splits the observational constraints by c-component, and the interventional distribution is
@@ -19,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from harness.tasks.causal.counterfactual import CF_QUERIES
 from harness.tasks.causal.graphs import Diagram
 from harness.tasks.causal.scm import configs
 
@@ -29,6 +31,7 @@ class Bounds:
     upper: float
     violation: float  # least L1 violation of the observational constraints (0: the diagram fits exactly)
     types: int = 0
+    sharp: bool = True  # False: an outer bound (counterfactual LP with c-components merged; lp_counterfactual.py)
 
     def lower_upper(self) -> list[float]:
         return [self.lower, self.upper]
@@ -97,9 +100,11 @@ def _rowwise_kron(mats: list[Any]) -> Any:
 
 def lp_bounds(d: Diagram, p: Any, query: str, x: str = "X", y: str = "Y") -> Bounds:
     import numpy as np
-    from scipy.optimize import linprog
-    from scipy.sparse import csr_matrix, hstack, identity
 
+    if query in CF_QUERIES:
+        from harness.tasks.causal.lp_counterfactual import cf_bounds
+
+        return cf_bounds(d, p, query, x, y)
     names = d.names
     V = configs(len(names))
     xi, yi = names.index(x), names.index(y)
@@ -123,11 +128,21 @@ def lp_bounds(d: Diagram, p: Any, query: str, x: str = "X", y: str = "Y") -> Bou
         return (M[rows] * q_rest[rows][:, None]).sum(axis=0)
 
     c = coef(1) if query == "pyx" else coef(1) - coef(0)
+    lower, upper, delta = solve_bounds(A, b, [c])
+    return Bounds(lower, upper, delta, n_t)
+
+
+def solve_bounds(A: Any, b: Any, objectives: list[Any]) -> tuple[float, float, float]:
+    """(min, max, delta*): the least and greatest c @ q over the objectives c, for q >= 0, sum q = 1,
+    within the least L1 violation delta* of A q = b (+1e-9)."""
+    import numpy as np
+    from scipy.optimize import linprog
+    from scipy.sparse import csr_matrix, hstack, identity, vstack
+
+    K, n_t = A.shape
     # variables [q (n_t), s+ (K), s- (K)]; A q + s+ - s- = b, sum q = 1
     A_eq = hstack([csr_matrix(A), identity(K), -identity(K)]).tocsr()
     ones = csr_matrix(np.concatenate([np.ones(n_t), np.zeros(2 * K)])[None, :])
-    from scipy.sparse import vstack
-
     A_all = vstack([A_eq, ones]).tocsr()
     b_all = np.concatenate([b, [1.0]])
     slack = np.concatenate([np.zeros(n_t), np.ones(2 * K)])
@@ -135,15 +150,19 @@ def lp_bounds(d: Diagram, p: Any, query: str, x: str = "X", y: str = "Y") -> Bou
     if r0.status != 0:
         raise RuntimeError(f"LP failed: {r0.message}")
     delta = float(r0.fun)
-    obj = np.concatenate([c, np.zeros(2 * K)])
-    res = []
-    for sign in (1.0, -1.0):
-        r = linprog(sign * obj, A_ub=slack[None, :], b_ub=[delta + 1e-9], A_eq=A_all, b_eq=b_all,
-                    bounds=(0, None), method="highs")
-        if r.status != 0:
-            raise RuntimeError(f"LP failed: {r.message}")
-        res.append(sign * float(r.fun))
-    return Bounds(res[0], res[1], delta, n_t)
+    lows, highs = [], []
+    for c in objectives:
+        obj = np.concatenate([c, np.zeros(2 * K)])
+        res = []
+        for sign in (1.0, -1.0):
+            r = linprog(sign * obj, A_ub=slack[None, :], b_ub=[delta + 1e-9], A_eq=A_all, b_eq=b_all,
+                        bounds=(0, None), method="highs")
+            if r.status != 0:
+                raise RuntimeError(f"LP failed: {r.message}")
+            res.append(sign * float(r.fun))
+        lows.append(res[0])
+        highs.append(res[1])
+    return min(lows), max(highs), delta
 
 
 def class_bounds(diagrams: tuple[Diagram, ...], p: Any, query: str, tol: float = 1e-7) -> tuple[Bounds, list[Bounds]]:
@@ -152,4 +171,5 @@ def class_bounds(diagrams: tuple[Diagram, ...], p: Any, query: str, tol: float =
     each = [lp_bounds(d, p, query) for d in diagrams]
     best = min(b.violation for b in each)
     keep = [b for b in each if b.violation <= best + tol]
-    return Bounds(min(b.lower for b in keep), max(b.upper for b in keep), best), each
+    return Bounds(min(b.lower for b in keep), max(b.upper for b in keep), best,
+                  sharp=all(b.sharp for b in keep)), each

@@ -9,6 +9,13 @@ stopped 0.1-0.2 short of the LP bounds). The likelihood and the query are then e
 2^n configurations and the M atoms, and a fitted model is itself an SCM of the diagram: its query
 value is attained by an SCM that reproduces the fitted distribution.
 
+Counterfactual queries (ETT, PN, PS, PNS; counterfactual.py) are evaluated on the same model by
+abduction, action and prediction over its atoms, exactly, on the twin network: given its atom, a
+variable's responses at different parent values are independent Bernoulli draws (the generating
+SCMs' convention), so all cross-world dependence a bound needs is carried by the learned atoms (at
+saturated sigmoids an atom is one joint response type). ``_NCM.mixture`` gives a replica as the
+exogenous mixture the exact evaluator of the SCMs takes, which the tests use to check the two agree.
+
 The min and max models and ``restarts`` seeds of each are trained together as independent replicas
 of one batched network (batched matrix products; the replicas share nothing but the tensors they
 live in), so the Python overhead of a step is paid once. A replica can end stuck in a poor fit (a
@@ -25,9 +32,10 @@ identified (P(Y = 1), ATE 0) and no model is trained.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
+from harness.tasks.causal.counterfactual import CF_QUERIES, Twin, state_weights, twin
 from harness.tasks.causal.graphs import Diagram
 from harness.tasks.causal.scm import configs
 
@@ -44,6 +52,17 @@ class NCMConfig:
     anneal: float = 0.6  # share of the iterations over which lambda anneals
     restarts: int = 2  # seeds per sense, trained side by side
     seed: int = 0
+    # spread of the initial atoms (0: 1 for ate/pyx, COUNTERFACTUAL_ATOM_SCALE for counterfactual queries)
+    atom_scale: float = 0.0
+
+
+# Identical atoms are a stationary point of every counterfactual coupling (the product coupling
+# moves only at second order), so counterfactual bounds need atoms that start apart: on ten
+# known-graph (graph, query) problems at 1000 iterations, one restart, a spread of 4 ended closer to
+# the sharp ends on 8 (median distance 0.042 -> 0.017; 8 gave 0.021), though one minimising PN fit
+# stalled at KL 7e-3 (the KL filter drops such fits). Interventional queries keep the spread their
+# results were measured at.
+COUNTERFACTUAL_ATOM_SCALE = 4.0
 
 
 @dataclass
@@ -91,7 +110,7 @@ class _NCM:
             if len(comp) > 1 or any(d.parents(v) for v in comp):
                 starts = [torch.quasirandom.SobolEngine(cfg.latent_dim, scramble=True, seed=cfg.seed * 101 + 7 * r + j)
                           .draw(cfg.latent_points) for r in range(R)]  # a different scramble per replica
-                self.atoms[j] = torch.nn.Parameter(2 * torch.stack(starts) - 1)
+                self.atoms[j] = torch.nn.Parameter((cfg.atom_scale or 1.0) * (2 * torch.stack(starts) - 1))
                 self.atom_logits[j] = torch.nn.Parameter(torch.zeros(R, cfg.latent_points))
                 self.params += [self.atoms[j], self.atom_logits[j]]
         self.nets: dict[str, _BatchedMLP] = {}
@@ -135,6 +154,75 @@ class _NCM:
         rows0 = (self.V[:, xi] == 0) & (self.V[:, yi] == 1)
         return total[:, :K], torch.exp(total[:, K:2 * K][:, rows1]).sum(1), torch.exp(total[:, 2 * K:][:, rows0]).sum(1)
 
+    def counterfactual(self, tw: Twin, num: Any, den: Any) -> Any:
+        """Per replica [R]: the counterfactual query sum(num * P) / sum(den * P) over the twin states,
+        each state's probability computed as in counterfactual.py: per c-component, the mixture over
+        its atoms of the product, over members and the worlds where a member acts on a parent
+        configuration no earlier world gave it, of Bernoulli(sigmoid(f_v(pa, u))) (responses at
+        different inputs independent given the atom; repeated inputs repeat the value, which the
+        twin's consistent states already guarantee)."""
+        import torch
+
+        R, S = self.R, tw.worlds.shape[1]
+        W = torch.as_tensor(tw.worlds.reshape(3 * S, -1), dtype=torch.float32)  # [3S, n]
+        total = torch.zeros(R, S)
+        for j, comp in enumerate(self.comps):
+            u = self.atoms.get(j)
+            M = 1 if u is None else u.shape[1]
+            logp = torch.zeros(R, M, S)
+            for v in comp:
+                pa = [self.names.index(a) for a in self.d.parents(v)]
+                parts = [(2 * W[:, pa] - 1)[None, None].expand(R, M, 3 * S, len(pa))] if pa else []
+                if u is not None:
+                    parts.append(u[:, :, None, :].expand(R, M, 3 * S, u.shape[2]))
+                inp = torch.cat(parts, dim=-1) if parts else torch.zeros(R, M, 3 * S, 1)
+                logit = self.nets[v](inp.reshape(R, M * 3 * S, -1)).reshape(R, M, 3, S)
+                val = W[:, self.names.index(v)].reshape(3, S)
+                term = torch.nn.functional.logsigmoid(torch.where(val > 0.5, logit, -logit))
+                logp = logp + (term * torch.as_tensor(tw.new[v], dtype=torch.float32)).sum(2)
+            if u is None:
+                total = total + logp[:, 0]
+            else:
+                logw = torch.log_softmax(self.atom_logits[j], dim=1)[:, :, None]
+                total = total + torch.logsumexp(logp + logw, dim=1)
+        prob = torch.exp(total)
+        n_t, d_t = torch.as_tensor(num, dtype=torch.float32), torch.as_tensor(den, dtype=torch.float32)
+        return (prob * n_t).sum(1) / (prob * d_t).sum(1)
+
+    def mixture(self, r: int) -> list[tuple[float, dict[str, Any]]]:
+        """Replica r as the exogenous mixture counterfactual.exact_table takes: one latent configuration
+        per combination of the components' atoms (its weight the product of theirs), with each
+        variable's P(v = 1 | pa) there. The NCM read as the SCM it is."""
+        import itertools
+
+        import torch
+
+        per_comp = []
+        with torch.no_grad():
+            for j, _ in enumerate(self.comps):
+                if j in self.atoms:
+                    w = torch.softmax(self.atom_logits[j][r], dim=0)
+                    per_comp.append([(float(w[m]), m) for m in range(w.shape[0])])
+                else:
+                    per_comp.append([(1.0, -1)])
+        out = []
+        with torch.no_grad():
+            for combo in itertools.product(*per_comp):
+                probs: dict[str, Any] = {}
+                for j, comp in enumerate(self.comps):
+                    m = combo[j][1]
+                    for v in comp:
+                        pa = self.d.parents(v)
+                        P = torch.as_tensor(configs(len(pa)), dtype=torch.float32)  # [2^|pa|, |pa|], c = sum pa_j 2^j
+                        parts = [2 * P - 1] if pa else []
+                        if m >= 0:
+                            parts.append(self.atoms[j][r, m][None].expand(len(P), -1))
+                        inp = torch.cat(parts, dim=-1) if parts else torch.zeros(1, 1)
+                        logit = self.nets[v](inp[None].expand(self.R, -1, -1))[r]
+                        probs[v] = torch.sigmoid(logit).double().numpy().reshape((2,) * len(pa), order="F")
+                out.append((math.prod(c[0] for c in combo), probs))
+        return out
+
 
 def _query(p1: Any, p0: Any, q: str) -> Any:
     return p1 if q == "pyx" else p1 - p0
@@ -151,11 +239,16 @@ def fit_bounds(d: Diagram, p: Any, query: str, cfg: NCMConfig, x: str = "X", y: 
 
     t0 = time.perf_counter()
     V = configs(len(d.names))
-    if x not in d.ancestors(y):
+    if x not in d.ancestors(y):  # Y_1 = Y_0 = Y: ate and every counterfactual query are 0
         val = float(np.asarray(p)[V[:, d.names.index(y)] == 1].sum()) if query == "pyx" else 0.0
         return [Fit(val, 0.0, 0.0)], [Fit(val, 0.0, 0.0)]
+    cf = None
+    if query in CF_QUERIES:
+        tw = twin(d, x, y)
+        cf = (tw, *state_weights(tw, query))
     n_rep = max(int(cfg.restarts), 1)
-    model = _NCM(d, cfg, 2 * n_rep)
+    scale = cfg.atom_scale or (COUNTERFACTUAL_ATOM_SCALE if cf else 1.0)
+    model = _NCM(d, replace(cfg, atom_scale=scale), 2 * n_rep)
     target = torch.as_tensor(np.asarray(p, dtype=float) / float(np.sum(p)), dtype=torch.float32)
     ent = float((target[target > 0] * torch.log(target[target > 0])).sum())
     sign = torch.cat([torch.ones(n_rep), -torch.ones(n_rep)])  # +1 minimises the query, -1 maximises it
@@ -169,14 +262,15 @@ def fit_bounds(d: Diagram, p: Any, query: str, cfg: NCMConfig, x: str = "X", y: 
         lam = math.exp(math.log(cfg.lam_start) * (1 - frac) + math.log(cfg.lam_end) * frac)
         logj, p1, p0 = model.forward(x, y)
         kl = ent - (target[None] * logj).sum(1)
-        loss = (kl + lam * sign * _query(p1, p0, query)).sum()  # replicas are independent: sum = each
+        value = model.counterfactual(*cf) if cf else _query(p1, p0, query)
+        loss = (kl + lam * sign * value).sum()  # replicas are independent: sum = each
         opt.zero_grad()
         loss.backward()
         opt.step()
         sched.step()
     with torch.no_grad():
         logj, p1, p0 = model.forward(x, y)
-        values = _query(p1, p0, query).tolist()
+        values = (model.counterfactual(*cf) if cf else _query(p1, p0, query)).tolist()
         kls = (ent - (target[None] * logj).sum(1)).tolist()
     per = (time.perf_counter() - t0) / (2 * n_rep)
     fits = [Fit(v, k, per) for v, k in zip(values, kls, strict=True)]

@@ -6,7 +6,10 @@ P(V = 1 | parents, its latents) drawn from Beta(0.5, 0.5) and clipped to [0.03, 
 positive effects and confounding: every configuration keeps positive probability).
 
 Configurations are indexed by ``k`` with ``v_i = (k >> i) & 1`` for the i-th name of the diagram.
-Queries: ``pyx`` = P(Y = 1 | do(X = 1)); ``ate`` = P(Y = 1 | do(X = 1)) - P(Y = 1 | do(X = 0)).
+Queries: ``pyx`` = P(Y = 1 | do(X = 1)); ``ate`` = P(Y = 1 | do(X = 1)) - P(Y = 1 | do(X = 0)); the
+counterfactual ``ett``, ``pn``, ``ps``, ``pns`` are defined in counterfactual.py, which also fixes how
+the tables become exogenous noise (a variable's responses at different inputs are independent given
+the latents); the interventional queries do not depend on that choice.
 """
 
 from __future__ import annotations
@@ -15,9 +18,10 @@ import itertools
 from dataclasses import dataclass
 from typing import Any
 
+from harness.tasks.causal.counterfactual import CF_QUERIES, exact_table, undefined, value
 from harness.tasks.causal.graphs import Diagram
 
-QUERIES = ("ate", "pyx")
+QUERIES = ("ate", "pyx", *CF_QUERIES)
 
 
 def configs(n: int) -> Any:
@@ -58,7 +62,24 @@ class SCM:
             total += p
         return total
 
+    def mixture(self) -> list[tuple[float, dict[str, Any]]]:
+        """The latent configurations (each fair binary latent 0 or 1) with each variable's table at them."""
+        out = []
+        for u in itertools.product((0, 1), repeat=len(self.latents)):
+            probs = {}
+            for v in self.diagram.names:
+                pa, lat = self._inputs(v)
+                probs[v] = self.tables[v][(slice(None),) * len(pa) + tuple(u[i] for i in lat)]
+            out.append((0.5 ** len(self.latents), probs))
+        return out
+
+    def counterfactual_table(self, x: str = "X", y: str = "Y") -> Any:
+        """P(X, Y, Y_1, Y_0), exactly (counterfactual.exact_table over this SCM's exogenous configurations)."""
+        return exact_table(self.diagram, self.mixture(), x, y)
+
     def query(self, query: str, x: str = "X", y: str = "Y") -> float:
+        if query in CF_QUERIES:
+            return value(query, self.counterfactual_table(x, y))
         names = self.diagram.names
         V = configs(len(names))
         yi = names.index(y)
@@ -96,7 +117,9 @@ def counts_to_rows(counts: Any, n_vars: int) -> Any:
 
 
 def manski(p: Any, names: tuple[str, ...], query: str, x: str = "X", y: str = "Y") -> tuple[float, float]:
-    """No-assumption bounds: P(Y_1 = 1) in [P(X=1, Y=1), P(X=1, Y=1) + P(X=0)]."""
+    """No-assumption bounds: P(Y_1 = 1) in [P(X=1, Y=1), P(X=1, Y=1) + P(X=0)]. For the counterfactual
+    queries, the sharp bounds from P(x, y) alone (X -> Y with arbitrary confounding; Tian & Pearl 2000):
+    ETT in [P(Y=1 | X=1) - 1, P(Y=1 | X=1)], PN and PS in [0, 1], PNS in [0, P(X=1, Y=1) + P(X=0, Y=0)]."""
     V = configs(len(names))
     xi, yi = names.index(x), names.index(y)
     p11 = float(p[(V[:, xi] == 1) & (V[:, yi] == 1)].sum())
@@ -104,4 +127,16 @@ def manski(p: Any, names: tuple[str, ...], query: str, x: str = "X", y: str = "Y
     px1 = float(p[V[:, xi] == 1].sum())
     if query == "pyx":
         return p11, p11 + 1 - px1
-    return p11 - p01 - px1, p11 + (1 - px1) - p01
+    if query == "ate":
+        return p11 - p01 - px1, p11 + (1 - px1) - p01
+    total = float(p.sum())
+    if query == "ett":
+        if px1 <= 0:
+            raise undefined(query)
+        return p11 / px1 - 1, p11 / px1
+    if query == "pns":
+        return 0.0, (p11 + (total - px1 - p01)) / total
+    num = p11 if query == "pn" else total - px1 - p01
+    if num <= 0:
+        raise undefined(query)
+    return 0.0, 1.0

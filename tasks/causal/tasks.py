@@ -1,10 +1,12 @@
-"""``causal_bounds``: bound an interventional query of a seeded binary SCM from observational data and a PAG.
+"""``causal_bounds``: bound an interventional or counterfactual query of a seeded binary SCM from
+observational data and a PAG.
 
 Per sample (one SCM): the structure family (``-T graph=iv|frontdoor|backdoor|bow|chain|all``), a
 seeded random SCM on it (see scm.py), its exact observational distribution (``-T n=0``, the
 default: partial identification proper) or the frequencies of N samples from it (``-T n=20000``),
 the PAG (``-T pag_source=true``: causal-learn's dag2pag of the true diagram; ``fci``: learned by FCI
-from the samples; or ``-T pag='A o-> B; ...'`` for one graph) and the query (``-T query=ate|pyx``).
+from the samples; or ``-T pag='A o-> B; ...'`` for one graph) and the query (``-T query=ate|pyx``, or
+the counterfactual ``ett|pn|ps|pns`` of counterfactual.py).
 The true diagram travels too, for the ``ncm:known_graph`` oracle only.
 
 Ground truth in the target: the true value, the sharp LP bounds on the true distribution under the
@@ -26,6 +28,7 @@ from typing import Any
 
 from harness.registry import task
 from harness.task import ScoreContext, Task
+from harness.tasks.causal.counterfactual import CF_QUERIES
 from harness.tasks.causal.graphs import GRAPHS
 from harness.tasks.causal.scm import QUERIES
 from harness.types import (
@@ -43,6 +46,14 @@ from harness.types import (
 )
 
 IDENTIFIED_GAP = 0.05
+QUERY_TEXT = {
+    "pyx": "P(Y=1 | do(X=1))",
+    "ate": "the ATE of X on Y",
+    "ett": "the effect of treatment on the treated E[Y_1 - Y_0 | X=1] (Y_x: Y under do(X=x))",
+    "pn": "the probability of necessity P(Y_0=0 | X=1, Y=1) (Y_x: Y under do(X=x))",
+    "ps": "the probability of sufficiency P(Y_1=1 | X=0, Y=0) (Y_x: Y under do(X=x))",
+    "pns": "the probability of necessity and sufficiency P(Y_1=1, Y_0=0) (Y_x: Y under do(X=x))",
+}
 _NUM = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
 PAG_SOURCES = ("true", "fci")
 _NUM_TOL = 1e-6  # the LP solver's precision: a point bound may miss the truth by ~1e-9
@@ -80,7 +91,7 @@ def _build_samples(graphs: list[str], query: str, seeds: int, n: int, pag_source
             known = lp_bounds(d, p, query)
             prob = Problem(d.names, [float(v) for v in obs], n, str(pag), str(d), query)
             text = (f"Binary variables {', '.join(d.names)}; PAG: {pag}. Bound "
-                    f"{'P(Y=1 | do(X=1))' if query == 'pyx' else 'the ATE of X on Y'} from the observed "
+                    f"{QUERY_TEXT[query]} from the observed "
                     f"distribution (configurations k with v_i = bit i of k): {', '.join(f'{v:.5f}' for v in obs)}. "
                     "Reply with [lower, upper].")
             target = {"truth": scm.query(query), "lp_pag": lp_pag, "lp_known_graph": [known.lower, known.upper],
@@ -88,6 +99,8 @@ def _build_samples(graphs: list[str], query: str, seeds: int, n: int, pag_source
             meta = {"graph": g, "query": query, "scm_seed": s, "n": n,
                     "identified_pag": lp_pag is not None and lp_pag[1] - lp_pag[0] <= 1e-6,
                     "identified_known_graph": known.upper - known.lower <= 1e-6}
+            if query in CF_QUERIES:  # merged c-components make the LP an outer bound (lp_counterfactual.py)
+                meta["lp_known_graph_sharp"] = known.sharp
             out.append(Sample(f"{g}-{query}-s{s}", [Message("user", [Part("text", text, options=prob.to_options())])],
                               target=target, metadata=meta))
     return out
@@ -172,8 +185,8 @@ def make_task(graph: str = "all", query: str = "ate", seeds: int = 3, n: int = 0
         options=options)
 
 
-@task("causal_bounds", description="Bounds on an interventional query of seeded binary SCMs from data + a PAG "
-      "(validity, width, excess over the sharp LP bounds)", family="causal")
+@task("causal_bounds", description="Bounds on an interventional or counterfactual query of seeded binary SCMs from "
+      "data + a PAG (validity, width, excess over the sharp LP bounds)", family="causal")
 def causal_bounds(graph: str = "all", query: str = "ate", seeds: int = 3, n: int = 0, pag_source: str = "true",
                   pag: str | None = None, seed: int = 0) -> Task:
     return make_task(graph, query, seeds, n, pag_source, pag, seed)
