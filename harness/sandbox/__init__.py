@@ -73,13 +73,9 @@ not send).
 
 from __future__ import annotations
 
-import ctypes
 import json
 import os
 import random
-import re
-import selectors
-import shutil
 import signal
 import subprocess
 import sys
@@ -91,13 +87,38 @@ from pathlib import Path
 from typing import IO, Literal
 
 from harness.sandbox.cgroup import MemoryCgroup
+from harness.sandbox.isolation import (
+    _NS_CACHE,
+    _SYS_KEYCTL,
+    _UNSHARE,
+    _interpreter_prefixes,
+    _join_own_session_keyring,
+    _mount_workdir_tmpfs,
+    _namespaces_available,
+    _remove_workdir,
+    _write_cwd_files,
+    missing_isolation,
+    namespaces_available,
+)
+from harness.sandbox.launcher import _LAUNCHER
+from harness.sandbox.output import (
+    _DRAIN_S,
+    EXCERPT_CHARS,
+    OUTPUT_LIMIT_BYTES,
+    OUTPUT_TAIL_BYTES,
+    CappedOutput,
+    _pump,
+    excerpt,
+)
+
+__all__ = [
+    "EXCERPT_CHARS", "OUTPUT_LIMIT_BYTES", "OUTPUT_TAIL_BYTES", "CappedOutput", "SandboxProcess", "SandboxResult",
+    "SandboxStatus", "classify", "excerpt", "missing_isolation", "namespaces_available", "run_python",
+    "run_sandboxed", "spawn_sandboxed", "_NS_CACHE",
+]
 
 SandboxStatus = Literal["ok", "error", "timeout", "memory", "killed"]
 
-# stdout/stderr are each kept to their first OUTPUT_LIMIT_BYTES and last OUTPUT_TAIL_BYTES (read through
-# pipes, the rest dropped): a print loop must fill neither our RAM nor our disk
-OUTPUT_LIMIT_BYTES = 1_000_000
-OUTPUT_TAIL_BYTES = 64_000
 DEFAULT_FILE_SIZE_MB = 512
 DEFAULT_WORKDIR_MB = 512
 DEFAULT_NPROC = 64
@@ -115,7 +136,6 @@ SYSTEM_READ_PATHS = (
     "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime", "/etc/nsswitch.conf",
     "/etc/mime.types", "/etc/fonts",
 )  # fmt: skip
-_MNT_DETACH = 2
 
 
 @dataclass
@@ -135,16 +155,6 @@ class SandboxResult:
 
     def cleanup(self) -> None:
         _remove_workdir(self.workdir)
-
-
-def _libc() -> ctypes.CDLL:
-    return ctypes.CDLL(None, use_errno=True)
-
-
-def _remove_workdir(workdir: Path) -> None:
-    if os.path.ismount(workdir):
-        _libc().umount2(str(workdir).encode(), _MNT_DETACH)
-    shutil.rmtree(workdir, ignore_errors=True)
 
 
 @dataclass
@@ -215,86 +225,6 @@ def _wait_gone(pids: list[int], timeout_s: float) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline and any(os.path.exists(f"/proc/{p}") for p in pids):
         time.sleep(0.02)
-
-
-_UNSHARE = ["unshare", "--net", "--mount", "--pid", "--ipc", "--uts", "--fork", "--kill-child"]
-
-
-def namespaces_available() -> bool:
-    """True when full isolation is possible: root plus a working ``unshare`` binary."""
-    return _namespaces_available()
-
-
-def missing_isolation() -> str | None:
-    """None when namespaces work, else a one-line reason naming what is missing."""
-    if os.geteuid() != 0:
-        return "the sandbox needs root (user namespaces are not used) to create mount/PID/network/IPC namespaces"
-    if shutil.which("unshare") is None:
-        return "the sandbox needs util-linux 'unshare' on PATH"
-    if not _namespaces_available():
-        return "'unshare --net --mount --pid --ipc' fails here (namespaces are not permitted in this container)"
-    return None
-
-
-_NS_CACHE: dict[str, bool] = {}
-
-
-def _namespaces_available() -> bool:
-    if "ok" not in _NS_CACHE:
-        ok = os.geteuid() == 0 and shutil.which("unshare") is not None
-        if ok:
-            probe = subprocess.run([*_UNSHARE, "true"], capture_output=True, timeout=30)
-            ok = probe.returncode == 0
-        _NS_CACHE["ok"] = ok
-    return _NS_CACHE["ok"]
-
-
-def _interpreter_prefixes(executable: str) -> list[str]:
-    """Directories the program needs readable: argv[0]'s prefix as given and after symlinks
-    (a venv's bin/python links to its base interpreter, which lives elsewhere)."""
-    out: list[str] = []
-    if not os.path.isabs(executable):
-        found = shutil.which(executable)
-        if not found:
-            return out
-        executable = found
-    for path in (os.path.abspath(executable), os.path.realpath(executable)):
-        prefix = os.path.dirname(os.path.dirname(path))
-        if prefix not in ("/", "") and prefix not in out:
-            out.append(prefix)
-    return out
-
-
-# keyctl(2) per machine: the launcher uses it to give the program its own session keyring
-_SYS_KEYCTL = {"x86_64": 250, "aarch64": 219, "ppc64le": 271, "s390x": 280, "riscv64": 219}
-
-
-def _join_own_session_keyring() -> None:
-    """Best-effort mode: leave the caller's session keyring for a new, empty one (the full sandbox's
-    launcher does the same, and there a different uid keeps the caller's user keyring out of reach too;
-    here the program runs as the caller and can still name the caller's keys)."""
-    number = _SYS_KEYCTL.get(os.uname().machine)
-    if number is not None:
-        libc = _libc()
-        libc.syscall.restype = ctypes.c_long
-        libc.syscall(number, 1, None)  # KEYCTL_JOIN_SESSION_KEYRING; failing is no worse than before
-
-
-def _write_cwd_files(workdir: Path, cwd_files: Mapping[str, bytes | str] | None) -> None:
-    for name, content in (cwd_files or {}).items():
-        target = (workdir / name).resolve()
-        if not target.is_relative_to(workdir.resolve()):
-            raise ValueError(f"cwd_files name escapes the work dir: {name!r}")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(content.encode() if isinstance(content, str) else content)
-
-
-def _mount_workdir_tmpfs(workdir: Path, size_mb: int) -> bool:
-    """Mount a size-limited tmpfs on the (new, empty) work dir on the host side, so its files outlive
-    the namespace for the caller to read; False where mounting is not allowed."""
-    opts = f"size={int(size_mb)}m,nr_inodes=65536,mode=0700".encode()
-    rc = _libc().mount(b"tmpfs", str(workdir).encode(), b"tmpfs", ctypes.c_ulong(2 | 4), opts)  # nosuid|nodev
-    return bool(rc == 0)
 
 
 def spawn_sandboxed(
@@ -508,272 +438,3 @@ def classify(returncode: int | None, stderr: str, timed_out: bool) -> SandboxSta
     if signum in (signal.SIGKILL, signal.SIGSEGV, signal.SIGABRT, signal.SIGBUS, signal.SIGTERM):
         return "killed"
     return "error"
-
-
-EXCERPT_CHARS = 160  # enough to see why a run failed, too short to carry a file's contents out
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
-
-
-def excerpt(text: str, limit: int = EXCERPT_CHARS) -> str:
-    """A short, single-line excerpt of what a sandboxed program wrote (its last non-empty line,
-    control characters removed), for scorer explanations that public pages show."""
-    lines = [ln.strip() for ln in (text or "").splitlines() if ln.strip()]
-    last = _CONTROL.sub("", lines[-1]) if lines else ""
-    return last if len(last) <= limit else last[: limit - 1] + "…"
-
-
-class CappedOutput:
-    """One output stream of a sandboxed program, kept to its first ``head`` and last ``tail`` bytes:
-    the beginning usually says what the program did, the end why it stopped (a traceback, a final
-    JSON line). Memory stays under ``head + 2 * tail`` however much the program writes."""
-
-    def __init__(self, head: int = OUTPUT_LIMIT_BYTES, tail: int = OUTPUT_TAIL_BYTES) -> None:
-        self.head_limit, self.tail_limit = head, tail
-        self.head, self.tail = bytearray(), bytearray()
-        self.total = 0
-
-    def add(self, chunk: bytes) -> None:
-        self.total += len(chunk)
-        room = self.head_limit - len(self.head)
-        if room > 0:
-            self.head += chunk[:room]
-            chunk = chunk[room:]
-        if chunk:
-            self.tail += chunk
-            if len(self.tail) > 2 * self.tail_limit:  # trim now and then, not on every chunk
-                del self.tail[: len(self.tail) - self.tail_limit]
-
-    @property
-    def truncated(self) -> bool:
-        return self.total > self.head_limit + self.tail_limit
-
-    def text(self) -> str:
-        if not self.truncated:
-            return (bytes(self.head) + bytes(self.tail)).decode("utf-8", "replace")
-        dropped = self.total - self.head_limit - self.tail_limit
-        tail = bytes(self.tail[-self.tail_limit :])
-        return (self.head.decode("utf-8", "replace") + f"\n[output truncated: {dropped} bytes not kept]\n"
-                + tail.decode("utf-8", "replace"))
-
-
-_DRAIN_S = 2.0
-_CHUNK = 1 << 16
-
-
-def _pump(popen: subprocess.Popen[bytes], stdin: bytes | None, out: CappedOutput, err: CappedOutput, *,
-          deadline: float) -> bool:
-    """Feed ``stdin`` and read both output pipes into their caps until the process ended and its pipes
-    closed, or ``_DRAIN_S`` after it ended (True), or until ``deadline`` while it still runs (False).
-    One thread, no temporary files."""
-    sel = selectors.DefaultSelector()
-    try:
-        for pipe, sink in ((popen.stdout, out), (popen.stderr, err)):
-            if pipe is not None and not pipe.closed:
-                os.set_blocking(pipe.fileno(), False)
-                sel.register(pipe.fileno(), selectors.EVENT_READ, sink)
-        pending = memoryview(stdin or b"")
-        if popen.stdin is not None and not popen.stdin.closed:
-            if stdin is None:
-                popen.stdin.close()
-            else:
-                os.set_blocking(popen.stdin.fileno(), False)
-                sel.register(popen.stdin.fileno(), selectors.EVENT_WRITE, None)
-        ended_at: float | None = None
-        while True:
-            now = time.monotonic()
-            if ended_at is None and popen.poll() is not None:
-                ended_at = now
-            readers = [k for k in sel.get_map().values() if k.data is not None]
-            # done when the pipes closed after the process ended, or a moment after it ended (in
-            # best-effort mode a process that left its session may hold them open)
-            if ended_at is not None and (not readers or now - ended_at >= _DRAIN_S):
-                return True
-            left = deadline - now
-            if left <= 0:
-                return False
-            if ended_at is not None:
-                left = min(left, ended_at + _DRAIN_S - now)
-            if not sel.get_map():  # nothing left to read or write: only the process to wait for
-                try:
-                    popen.wait(timeout=left)
-                    return True
-                except subprocess.TimeoutExpired:
-                    return False
-            for key, _ in sel.select(timeout=min(left, 0.1)):
-                if key.data is None:  # stdin
-                    try:
-                        sent = os.write(key.fd, pending[:_CHUNK])
-                    except BlockingIOError:
-                        continue
-                    except OSError:  # the program closed its stdin (EPIPE): the rest is not wanted
-                        sent = len(pending)
-                    pending = pending[sent:]
-                    if not pending:
-                        sel.unregister(key.fd)
-                        assert popen.stdin is not None
-                        popen.stdin.close()
-                    continue
-                try:
-                    chunk = os.read(key.fd, _CHUNK)
-                except BlockingIOError:
-                    continue
-                if chunk:
-                    key.data.add(chunk)
-                else:
-                    sel.unregister(key.fd)
-    finally:
-        sel.close()
-
-
-# The launcher runs as root inside the new namespaces (pid 1 is unshare's child; this execs into the
-# program so that the program is the namespace's init). Standard library only, run with -I -S.
-# It builds the allow-listed root on an empty tmpfs, pivots into it, drops privileges and execs.
-_LAUNCHER = r"""
-import ctypes, json, os, resource, sys
-spec = json.loads(sys.argv[1])
-libc = ctypes.CDLL(None, use_errno=True)
-MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = (
-    1, 2, 4, 8, 32, 4096, 16384, 1 << 18)
-SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "ppc64le": 203, "s390x": 217, "riscv64": 41}
-
-def mount(src, target, fstype, flags, data=None):
-    rc = libc.mount(src and src.encode(), target.encode(), fstype and fstype.encode(), ctypes.c_ulong(flags),
-                    data and data.encode())
-    if rc != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, "mount %s: %s" % (target, os.strerror(err)))
-
-def fail(msg):
-    sys.stderr.write("sandbox setup failed: %s\n" % msg)
-    os._exit(125)
-
-def under(path, roots):
-    return any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots)
-
-def mountinfo():
-    out = []
-    with open("/proc/self/mountinfo") as fh:
-        for line in fh:
-            fields = line.split()
-            out.append((fields[4].encode().decode("unicode_escape"), fields[5].split(",")))
-    return out
-
-try:
-    if spec["cgroup_procs"]:  # first: every process of the tree is born inside the memory cgroup
-        with open(spec["cgroup_procs"], "w") as fh:
-            fh.write("0")
-    mount(None, "/", None, MS_REC | MS_PRIVATE)
-    os.umask(0o022)
-    writable = [os.path.realpath(p) for p in spec["writable"]]
-    links, readable = {}, []
-    for p in spec["readable"]:
-        if os.path.islink(p) and os.path.dirname(p) == "/":  # /lib -> usr/lib: recreate the link
-            links[p] = os.readlink(p)
-        if os.path.exists(p):
-            readable.append(os.path.realpath(p))
-    readable = [p for p in dict.fromkeys(readable) if not under(p, [r for r in readable if r != p])]
-    expose = [(p, False) for p in readable if p not in writable] + [(p, True) for p in dict.fromkeys(writable)]
-    # hold every exposed path by an O_PATH descriptor: the new root's tmpfs may cover where they live
-    fds = {p: os.open(p, os.O_PATH) for p, _ in expose}
-    root = next(d for d in ("/mnt", "/media", "/srv", "/opt", "/var", "/tmp") if os.path.isdir(d)
-                and not os.path.islink(d))
-    mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=16m,nr_inodes=4096")
-    for p, rw in sorted(expose, key=lambda e: len(e[0])):
-        target = root + p
-        if os.path.isdir("/proc/self/fd/%d" % fds[p]):
-            os.makedirs(target, exist_ok=True)
-        elif not os.path.exists(target):
-            os.makedirs(os.path.dirname(target), exist_ok=True)
-            open(target, "a").close()
-        mount("/proc/self/fd/%d" % fds[p], target, None, MS_BIND)
-        os.close(fds[p])
-        mount(None, target, None, MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV | (0 if rw else MS_RDONLY))
-    for p, target in links.items():
-        if not os.path.lexists(root + p):
-            os.symlink(target, root + p)
-    # a minimal passwd/group naming only root and the sandbox's uid (some libraries, bpy among them,
-    # crash without one; the host's would list its users)
-    os.makedirs(root + "/etc", exist_ok=True)
-    uid = spec["uid"]
-    for name, text in (("passwd", "root:x:0:0:root:/:/usr/sbin/nologin\nsandbox:x:%d:%d:sandbox:%s:/usr/sbin/nologin\n"
-                        % (uid, uid, spec["workdir"])), ("group", "root:x:0:\nsandbox:x:%d:\n" % uid)):
-        if not os.path.lexists(root + "/etc/" + name):
-            with open(root + "/etc/" + name, "w") as fh:
-                fh.write(text)
-    dev = root + "/dev"
-    os.makedirs(dev, exist_ok=True)
-    mount("tmpfs", dev, "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=64k")
-    for name in ("null", "zero", "full", "random", "urandom"):
-        if os.path.exists("/dev/" + name):
-            open(dev + "/" + name, "a").close()
-            mount("/dev/" + name, dev + "/" + name, None, MS_BIND)
-            mount(None, dev + "/" + name, None, MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NOEXEC)
-    for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"),
-                         ("stderr", "/proc/self/fd/2")):
-        os.symlink(target, dev + "/" + name)
-    os.makedirs(dev + "/shm")
-    mount("tmpfs", dev + "/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777,size=64m")
-    mount(None, dev, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NOEXEC)
-    os.makedirs(root + "/proc", exist_ok=True)
-    mount("proc", root + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
-    os.chdir(root)
-    if libc.syscall(SYS_PIVOT_ROOT[spec["machine"]], b".", b".") != 0:
-        raise OSError(ctypes.get_errno(), "pivot_root")
-    if libc.umount2(b".", 2) != 0:  # MNT_DETACH: the old root, stacked on top of the new one
-        raise OSError(ctypes.get_errno(), "umount old root")
-    os.chdir("/")
-    mount(None, "/", None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
-    # verify before handing over: every mount is nosuid, and nothing but the writable paths (and the
-    # private /dev/shm) accepts a new file
-    skip = set(writable) | {"/dev/shm", "/proc"}
-    for mp, opts in mountinfo():
-        if "nosuid" not in opts:
-            fail("%s is not nosuid" % mp)
-        if mp in skip or under(mp, ["/proc"]) or not os.path.isdir(mp):
-            continue
-        probe = os.path.join(mp, ".sandbox-write-probe-%d" % os.getpid())
-        try:
-            open(probe, "w").close()
-        except OSError:
-            continue
-        os.unlink(probe)
-        fail("%s still writable" % mp)
-    lim = spec["limits"]
-    resource.setrlimit(resource.RLIMIT_AS, (lim["as"], lim["as"]))
-    resource.setrlimit(resource.RLIMIT_CPU, (lim["cpu"], lim["cpu"] + 1))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (lim["fsize"], lim["fsize"]))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    resource.setrlimit(resource.RLIMIT_NPROC, (lim["nproc"], lim["nproc"]))
-    uid = spec["uid"]
-    os.setgroups([])
-    os.setgid(uid)
-    os.setuid(uid)
-    # changing credentials clears the parent-death signal unshare --kill-child set: arm it again, so
-    # that killing unshare kills this init and with it the whole PID namespace
-    if libc.prctl(1, 9, 0, 0, 0) != 0:  # PR_SET_PDEATHSIG, SIGKILL
-        fail("prctl(PR_SET_PDEATHSIG) failed")
-    if libc.prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS: no setuid/file-capability gain via exec
-        fail("prctl(PR_SET_NO_NEW_PRIVS) failed")
-    # a new, empty session keyring (owned by the sandbox's uid): the caller's is inherited across
-    # fork and exec, and a process "possesses" its session keyring, so the caller's keys in it would be
-    # readable. Where keyctl itself is unavailable (no CONFIG_KEYS, a seccomp filter) the probe below
-    # fails too and there is nothing to reach.
-    libc.syscall.restype = ctypes.c_long
-    keyctl = spec["keyctl"]
-    if keyctl is None:
-        fail("no keyctl syscall number for %s" % spec["machine"])
-    if libc.syscall(keyctl, 1, None) < 0:  # KEYCTL_JOIN_SESSION_KEYRING, anonymous
-        if libc.syscall(keyctl, 0, ctypes.c_long(-3), 0) >= 0:  # KEYCTL_GET_KEYRING_ID of @s still works
-            fail("cannot give the program its own session keyring (%s)" % os.strerror(ctypes.get_errno()))
-    os.chdir(spec["workdir"])
-    os.umask(0o077)
-    for fd in spec["keep_fds"]:
-        os.set_inheritable(fd, True)
-except Exception as exc:
-    fail(repr(exc))
-try:
-    os.execvpe(spec["argv"][0], spec["argv"], spec["env"])
-except OSError as exc:
-    sys.stderr.write("sandbox: cannot execute %s: %s\n" % (spec["argv"][0], exc))
-    os._exit(127)
-"""
