@@ -59,7 +59,6 @@ validated into its ``ChatCompletion``/``Completion`` types and failures are its 
 from __future__ import annotations
 
 import asyncio
-import email.utils
 import json
 import os
 import random
@@ -75,12 +74,27 @@ from pydantic import Field
 from harness.backend_settings import NonNegativeFloat, NonNegativeInt, PositiveInt, Probability, Setting
 from harness.client import GENERATION_KEYS
 from harness.models import media
+from harness.models.openai_errors import (  # noqa: F401 (re-exported: the stream and scoring paths use them)
+    _httpx,
+    _one_line,
+    _proxy_for,
+    error_kind,
+    retry_after,
+    status_error,
+)
 from harness.models.openai_reply import BadReply as _BadReply
 from harness.models.openai_reply import chat_logprobs, completion_logprobs, parse_reply  # noqa: F401 (re-exported)
+from harness.models.openai_request import (  # noqa: F401 (re-exported)
+    _text_only,
+    chat_messages,
+    completion_prompt,
+    reply_mode,
+    request_body,
+)
 from harness.modelspec import ModelSpecError, validate_settings
 from harness.registry import model
 from harness.store import jsoncol
-from harness.types import REQUEST_KINDS, SCORING_KINDS, Message, Output, Request, Usage
+from harness.types import REQUEST_KINDS, SCORING_KINDS, Output, Request, Usage
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 PRICES = Path(__file__).with_name("prices.yaml")
@@ -222,192 +236,6 @@ def lookup_price(model_name: str) -> tuple[float, float] | None:
     prefixes = [k for k in table if model_name.startswith(k)]
     return table[max(prefixes, key=len)] if prefixes else None
 
-
-# ---- request building -----------------------------------------------------------------------------
-def _text_only(message: Message) -> bool:
-    return all(p.type == "text" for p in message.content)
-
-
-def chat_messages(messages: Sequence[Message], s: OpenAISettings) -> list[dict[str, Any]]:
-    """Harness messages as OpenAI ``ChatCompletionMessageParam`` dicts (media read and encoded).
-
-    Text-only messages use the plain-string content form, which every compatible server accepts."""
-    out: list[dict[str, Any]] = []
-    for message in messages:
-        if _text_only(message):
-            out.append({"role": message.role, "content": message.text_content})
-            continue
-        parts: list[dict[str, Any]] = []
-        for part in message.content:
-            if part.type == "text":
-                parts.append({"type": "text", "text": part.text or ""})
-                continue
-            if not part.path:
-                raise media.MediaError(f"{part.type} part has no path")
-            if part.type == "image":
-                image: dict[str, Any] = {"url": media.image_url(part.path)}
-                if "detail" in part.options:
-                    image["detail"] = part.options["detail"]
-                parts.append({"type": "image_url", "image_url": image})
-            elif part.type == "video" and s.video_mode == "native":
-                url = media.data_url(part.path, media.mime_type(part.path, "video/mp4"))
-                parts.append({"type": "video_url", "video_url": {"url": url}})
-            elif part.type == "video":
-                if media.is_url(part.path):
-                    raise media.MediaError(f"video {part.path!r}: frames mode needs a local file "
-                                           "(use -M video_mode=native for URLs)")
-                frames = media.video_frames(
-                    part.path, fps=part.options.get("fps", s.video_fps),
-                    max_frames=int(part.options.get("max_frames", s.video_max_frames)),
-                    max_side=part.options.get("max_side", s.frame_max_side))
-                parts += [{"type": "image_url", "image_url": {"url": f.data_url}} for f in frames]
-            elif part.type == "audio":
-                if media.is_url(part.path):
-                    raise media.MediaError(f"audio {part.path!r}: input_audio needs a local file")
-                parts.append({"type": "input_audio", "input_audio": media.audio_input(part.path)})
-            else:
-                raise media.MediaError(f"the openai backend cannot send {part.type!r} parts")
-        out.append({"role": message.role, "content": parts})
-    return out
-
-
-def completion_prompt(messages: Sequence[Message]) -> str:
-    """A plain prompt for ``/completions``: a lone user message is sent as is; a conversation is
-    rendered ``Role: text`` per turn ending with ``Assistant:`` (a choice: no chat template known)."""
-    if any(not _text_only(m) for m in messages):
-        raise media.MediaError("completions mode takes text only")
-    if len(messages) == 1 and messages[0].role == "user":
-        return messages[0].text_content
-    turns = [f"{m.role.capitalize()}: {m.text_content}" for m in messages]
-    return "\n\n".join(turns + ["Assistant:"])
-
-
-def reply_mode(request: Request, s: OpenAISettings) -> str:
-    """Which reply shape a generating request gets: a completion request always the completions one."""
-    return "completions" if request.kind == "completion" else s.mode
-
-
-def request_body(request: Request, s: OpenAISettings) -> tuple[str, dict[str, Any]]:
-    """(path, JSON body) for one chat or completion request (scoring: models/openai_scoring.py)."""
-    cfg = request.config
-    body: dict[str, Any] = {"model": s.model}
-    mode = reply_mode(request, s)
-    if request.kind == "completion":  # a raw prompt continued as written: no template, no role markers
-        path = "/completions"
-        body["prompt"] = request.prompt
-    elif mode == "chat":
-        path = "/chat/completions"
-        body["messages"] = chat_messages(request.messages, s)
-    else:
-        path = "/completions"
-        body["prompt"] = completion_prompt(request.messages)
-    body[s.max_tokens_field if mode == "chat" else "max_tokens"] = cfg.max_tokens
-    body["temperature"] = cfg.temperature
-    if cfg.top_p != 1.0:
-        body["top_p"] = cfg.top_p
-    if cfg.seed is not None:
-        body["seed"] = cfg.seed
-    if cfg.stop:
-        body["stop"] = list(cfg.stop)
-    if cfg.logprobs:
-        if mode == "chat":
-            body["logprobs"] = True
-            if s.top_logprobs:
-                body["top_logprobs"] = s.top_logprobs
-        else:
-            body["logprobs"] = max(1, s.top_logprobs)  # legacy API: an int, the alternatives wanted
-    body.update(s.extra_body)
-    body.update(cfg.extra)
-    return path, body
-
-
-# ---- errors --------------------------------------------------------------------------------------
-def _httpx() -> Any:
-    # the SDK's exception classes hold a response object of the HTTP library it was built with
-    try:
-        import httpx2
-
-        return httpx2
-    except ImportError:
-        import httpx
-
-        return httpx
-
-
-def status_error(url: str, status: int, headers: dict[str, str], raw: bytes) -> Exception:
-    """The SDK's exception class for an HTTP status (RateLimitError for 429, ...)."""
-    import openai
-
-    hx = _httpx()
-    response = hx.Response(status, headers=headers, content=raw, request=hx.Request("POST", url))
-    try:
-        body: Any = json.loads(raw)
-    except ValueError:
-        body = raw.decode("utf-8", "replace")[:500]
-    err = body.get("error", body) if isinstance(body, dict) else body
-    message = err.get("message") if isinstance(err, dict) else str(err)
-    text = f"HTTP {status}: {message or 'no message'}"
-    classes = {400: openai.BadRequestError, 401: openai.AuthenticationError, 403: openai.PermissionDeniedError,
-               404: openai.NotFoundError, 409: openai.ConflictError, 422: openai.UnprocessableEntityError,
-               429: openai.RateLimitError}
-    cls = classes.get(status, openai.InternalServerError if status >= 500 else openai.APIStatusError)
-    return cls(text, response=response, body=err)
-
-
-def error_kind(exc: BaseException) -> str:
-    """What kind of failure a sample met, kept per sample and counted on the run page: rate_limit
-    (429), server (5xx), timeout, connection (reset, refused, DNS), bad_response (unparseable or
-    malformed body), client (other 4xx), else model."""
-    import openai
-
-    if isinstance(exc, openai.RateLimitError):
-        return "rate_limit"
-    if isinstance(exc, openai.APITimeoutError | TimeoutError):
-        return "timeout"
-    if isinstance(exc, openai.APIConnectionError | ConnectionError):
-        return "connection"
-    if isinstance(exc, openai.APIResponseValidationError | ValueError):
-        return "bad_response"
-    if isinstance(exc, openai.APIStatusError):
-        return "server" if exc.status_code >= 500 else "client"
-    return "model"
-
-
-def retry_after(headers: Any) -> float | None:
-    """Seconds the server asked us to wait: ``retry-after-ms``, ``Retry-After`` seconds or HTTP date."""
-    ms = headers.get("retry-after-ms")
-    if ms:
-        try:
-            return float(ms) / 1000
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if not value:
-        return None
-    try:
-        return float(value)
-    except ValueError:
-        try:
-            when = email.utils.parsedate_to_datetime(value)
-        except (TypeError, ValueError):
-            return None
-        return max(0.0, when.timestamp() - time.time())
-
-
-def _proxy_for(url: str) -> str | None:
-    """The HTTP(S)_PROXY that applies to ``url`` (NO_PROXY honoured), like httpx's trust_env."""
-    import urllib.request
-    from urllib.parse import urlsplit
-
-    parts = urlsplit(url)
-    if not parts.hostname or urllib.request.proxy_bypass(parts.hostname):
-        return None
-    return urllib.request.getproxies().get(parts.scheme)
-
-
-def _one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 # ---- the model -------------------------------------------------------------------------------------
