@@ -17,7 +17,9 @@ Options (``-T``): data_dir (public benchmark folder; default: the shipped refere
 (Blender processes, default 1), size / samples (render px / Cycles spp; default 256 / 16),
 exec_timeout (s, default 60), memory_mb (per process, default 4096), fscore_threshold (default 0.05),
 max_tokens (default 4096), rounds, refine_model, feedback (traceback | renders), prompt_type
-(description | instruction), image_encoder (local SigLIP-2/DINOv2 directory: embedding similarity).
+(description | instruction), image_encoder (local SigLIP-2/DINOv2 directory: embedding similarity),
+text_image_encoder (local SigLIP/CLIP directory: prompt-vs-render cosine), uni3d (a Uni3D ``model.pt``:
+shape-vs-reference cosine) and uni3d_text_encoder (the CLIP text tower Uni3D is aligned to: prompt-vs-shape).
 Artifacts (script, GLB, PNG renders) go under ``$HARNESS_ARTIFACTS`` (default ``./artifacts``)
 ``/<run>/<sample>/round<k>/`` and their paths into ``Score.details`` and ``Output.prediction``.
 """
@@ -40,6 +42,7 @@ from harness.sandbox import excerpt
 from harness.task import SampleRecord, ScoreContext, Task
 from harness.tasks.code3d import data as data_mod
 from harness.tasks.code3d.executor import BlenderPool, ExecResult, RenderOptions, bpy_python
+from harness.tasks.code3d.model_scores import MODEL_METRIC_WORDS, ModelScorers
 from harness.tasks.code3d.references import Reference, prepare_reference
 from harness.tasks.code3d.taxonomy import classify_failure, exec_family
 from harness.types import (
@@ -72,6 +75,8 @@ RENDER_FEEDBACK = (
 )
 IMAGE_KEYS = ("img_iou_paired", "img_ssim_paired", "img_iou_matched", "img_ssim_matched", "img_emb_paired",
               "img_emb_matched")  # fmt: skip
+# model-based scores of the reference's metrics/text_image_similarity.py and metrics/shape_uni3d.py (cosines)
+MODEL_KEYS = ("text_image_sim", "text_image_sim_max", "uni3d_shape_sim", "uni3d_text_sim")
 FENCE_LINE = re.compile(r"^\s*```(?:python|py)?\s*$")
 MAX_TRIM_LINES = 60
 
@@ -131,6 +136,13 @@ class Code3DConfig:
     image_input: bool
     prompt_type: str  # description | instruction (text-to-3D user turn, as the reference's option)
     image_encoder: str | None = None  # local transformers SigLIP/DINO directory for embedding similarity
+    text_image_encoder: str | None = None  # local transformers SigLIP/CLIP directory: prompt vs renders
+    uni3d: str | None = None  # a Uni3D checkpoint (model.pt): shape embeddings
+    uni3d_text_encoder: str | None = None  # local transformers CLIP directory: the prompt in Uni3D's space
+
+    @property
+    def full_views(self) -> bool:  # full-size renders as .npy, only for the embedding metrics that read them
+        return self.image_encoder is not None or self.text_image_encoder is not None
 
 
 class Code3DRuntime:
@@ -146,6 +158,7 @@ class Code3DRuntime:
         self._model: Any = None
         self._encoder: Any = None
         self._encoder_lock = threading.Lock()
+        self.scorers = ModelScorers.load(cfg)
 
     def encoder(self) -> Any:
         with self._encoder_lock:  # measure() runs in worker threads
@@ -164,7 +177,7 @@ class Code3DRuntime:
                 render=cfg.render,
                 exec_timeout_s=cfg.exec_timeout,
                 memory_mb=cfg.memory_mb,
-                full_views=cfg.image_encoder is not None,
+                full_views=cfg.full_views,
             )
             atexit.register(self._pool.close)
         return self._pool
@@ -213,7 +226,7 @@ class Code3DRuntime:
         return Request(self.messages(sample), GenerationConfig(temperature=0.0, max_tokens=self.cfg.max_tokens))
 
     # --- scoring ----------------------------------------------------------------------------------
-    def measure(self, result: ExecResult, ref: Reference) -> dict[str, float]:
+    def measure(self, result: ExecResult, ref: Reference, item: data_mod.Item | None = None) -> dict[str, float]:
         import numpy as np  # numpy/scipy only when scoring: keeps task discovery light
 
         from harness.tasks.code3d.geometry import shape_scores
@@ -237,11 +250,14 @@ class Code3DRuntime:
                 values.update(view_similarity(pred, gold))
         if self.cfg.image_encoder and ref.views and result.views_npy:
             values.update(self.encoder().similarity(np.load(result.views_npy), np.load(ref.views)))
+        if item is not None:
+            values.update(self.scorers.measure(result, ref, self.task_text(item), item.description))
         return values
 
-    async def run_round(self, code: str, folder: Path, ref: Reference) -> tuple[ExecResult, dict[str, float]]:
+    async def run_round(self, code: str, folder: Path, ref: Reference,
+                        item: data_mod.Item | None = None) -> tuple[ExecResult, dict[str, float]]:  # fmt: skip
         result = await self.pool.execute(code, folder)
-        values = await asyncio.to_thread(self.measure, result, ref)
+        values = await asyncio.to_thread(self.measure, result, ref, item)
         return result, values
 
     def feedback_messages(self, sample: Sample, code: str, result: ExecResult, attempt: int) -> list[Message]:
@@ -273,7 +289,7 @@ class Code3DRuntime:
         best_result: ExecResult | None = None
         per_round: dict[str, float] = {}
         for k in range(1, self.cfg.rounds + 1):
-            result, values = await self.run_round(code, base / f"round{k}", ref)
+            result, values = await self.run_round(code, base / f"round{k}", ref, item)
             rounds.append({"round": k, "values": values, "had_fences": had_fences, **result.to_dict(),
                            "failure": classify_failure(result.status, result.traceback, result.error)})  # fmt: skip
             # the state after round k: the latest attempt that executed, else the latest attempt. Never
@@ -301,6 +317,7 @@ class Code3DRuntime:
                         per_round[key] = per_round[prev]
         failure = classify_failure(best_result.status, best_result.traceback, best_result.error)
         values = {**best, **per_round, "rounds_used": float(len([r for r in rounds if "values" in r]))}
+        values.update(await asyncio.to_thread(self.scorers.reference_baseline, ref, self.task_text(item)))
         family = exec_family(best_result.traceback, best_result.error) if best_result.status == "ERR_EXEC" else None
         if failure:
             values[f"fail_{failure}"] = 1.0
@@ -342,16 +359,22 @@ class Code3DRuntime:
             if values is not None:
                 est = mean_ci(values)
                 metrics.append(Metric(f"{key}_penalized", est.value, est.ci_low, est.ci_high, est.n))
-        for key in ("fscore", *IMAGE_KEYS):
+        for key in ("fscore", *IMAGE_KEYS, *MODEL_KEYS):
             if any(key in r.scores for r in scored):
                 est = mean_ci([r.scores.get(key, 0.0) for r in attempted])
                 metrics.append(Metric(f"{key}_penalized", est.value, est.ci_low, est.ci_high, est.n))
         return metrics
 
 
+def _path_option(options: dict[str, Any], name: str) -> str | None:
+    value = options.get(name)
+    return None if value is None or str(value).strip() == "" else str(value)
+
+
 def _build(setting: str, **options: Any) -> Task:
     known = {"data_dir", "workers", "size", "samples", "exec_timeout", "memory_mb", "fscore_threshold", "max_tokens",
-             "rounds", "refine_model", "feedback", "image", "prompt_type", "image_encoder"}  # fmt: skip
+             "rounds", "refine_model", "feedback", "image", "prompt_type", "image_encoder", "text_image_encoder",
+             "uni3d", "uni3d_text_encoder"}  # fmt: skip
     unknown = set(options) - known
     if unknown:
         raise ValueError(f"unknown code3d option(s): {', '.join(sorted(unknown))}; known: {', '.join(sorted(known))}")
@@ -372,7 +395,13 @@ def _build(setting: str, **options: Any) -> Task:
         refine_model=options.get("refine_model"), feedback=feedback,
         image_input=setting == "image" or str(options.get("image", "false")).lower() in ("1", "true", "yes"),
         prompt_type=prompt_type, image_encoder=options.get("image_encoder"),
+        text_image_encoder=_path_option(options, "text_image_encoder"), uni3d=_path_option(options, "uni3d"),
+        uni3d_text_encoder=_path_option(options, "uni3d_text_encoder"),
     )  # fmt: skip
+    if cfg.uni3d_text_encoder and not cfg.uni3d:
+        raise ValueError(
+            "-T uni3d_text_encoder needs -T uni3d=CKPT (the prompt is compared with Uni3D's shape embedding)"
+        )
     runtime = Code3DRuntime(cfg)
     files = [PROMPTS / n for n in (TEXT_SYSTEM, IMAGE_SYSTEM, FEEDBACK)]
     files += [Path(i.script_path) for i in runtime.items.values() if i.script_path]
@@ -388,6 +417,9 @@ def _build(setting: str, **options: Any) -> Task:
             "chamfer_noyaw_penalized": lower("Chamfer distance, no yaw, failures penalised"),
             **{f"{k}{p}": higher(f"{k}{' (failures 0)' if p else ''}", "raw" if "emb" in k else "fraction")
                for k in ("fscore", "precision", "recall", *IMAGE_KEYS) for p in ("", "_penalized")},
+            **{f"{k}{p}": higher(f"{MODEL_METRIC_WORDS[k]}{' (failures 0)' if p else ''}", "raw")
+               for k in MODEL_KEYS for p in ("", "_penalized")},
+            "text_image_sim_gt": neutral("prompt vs the reference views (the reference's GT baseline)", "raw"),
             "n_parts": neutral("connected parts"), "n_floating": lower("floating parts"),
             "has_floating": lower("has floating parts", "fraction"), "rounds_used": neutral("rounds used"),
             **{f"{k}_r{r}": (lower if k == "chamfer" else higher)(f"{k} after round {r}", "raw" if k == "chamfer"
