@@ -361,14 +361,9 @@ class HFModel:
         return outputs
 
     def _eos_ids(self) -> list[int]:
-        ids: set[int] = set()
-        for source in (self.hf_model.generation_config, self.hf_model.config, self.tokenizer):
-            value = getattr(source, "eos_token_id", None)
-            if isinstance(value, int):
-                ids.add(value)
-            elif isinstance(value, list | tuple):
-                ids.update(int(v) for v in value)
-        return sorted(ids)
+        from .hf_sampling import eos_token_ids
+
+        return eos_token_ids(self.hf_model, self.tokenizer)
 
     def _trim(self, tokens: list[int], eos_ids: list[int]) -> tuple[list[int], str]:
         """Generated tokens up to and including the first end-of-sequence; trailing padding dropped."""

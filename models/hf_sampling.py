@@ -84,3 +84,16 @@ class RowSelector:
         forced = torch.full_like(scores, float("-inf"))
         forced.scatter_(1, choice[:, None], 0.0)
         return forced
+
+
+def eos_token_ids(model: Any, tokenizer: Any) -> list[int]:
+    """Every end-of-sequence id the model's generation config, its config and its tokenizer name:
+    checkpoints disagree on where they declare it (chat models often add a second one)."""
+    ids: set[int] = set()
+    for source in (model.generation_config, model.config, tokenizer):
+        value = getattr(source, "eos_token_id", None)
+        if isinstance(value, int):
+            ids.add(value)
+        elif isinstance(value, list | tuple):
+            ids.update(int(v) for v in value)
+    return sorted(ids)

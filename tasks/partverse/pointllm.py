@@ -208,14 +208,9 @@ class PointLLMBackend(Backend):
         return out
 
     def _eos_ids(self) -> list[int]:
-        ids: set[int] = set()
-        for source in (self.lm.generation_config, self.lm.config, self.tokenizer):
-            value = getattr(source, "eos_token_id", None)
-            if isinstance(value, int):
-                ids.add(value)
-            elif isinstance(value, list | tuple):
-                ids.update(int(v) for v in value)
-        return sorted(ids)
+        from harness.models.hf_sampling import eos_token_ids
+
+        return eos_token_ids(self.lm, self.tokenizer)
 
     def close(self) -> None:
         self.lm = self.tokenizer = None
