@@ -170,6 +170,8 @@ def eval_cmd(
     if summary.errors:
         con.print("errors by kind: " + ", ".join(f"{k}={v}" for k, v in sorted(summary.errors.items())))
     _print_metrics(con, sessions, summary.run_id, breakdowns=False)
+    if summary.status == "failed":  # nothing was measured: the exit status says so, not only the table
+        fail(f"run {summary.run_name} failed: every sample is an error (see the error kinds above)")
 
 
 def _fmt(v: float | None) -> str:

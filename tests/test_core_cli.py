@@ -40,6 +40,20 @@ def test_eval_show_runs_export(tmp_path):
     assert len(rows) == 20 and {"sample_id", "output", "scores", "target"} <= set(rows[0])
 
 
+def test_a_run_whose_every_sample_failed_exits_non_zero_after_its_table(tmp_path):
+    """Nothing measured is not success: the run is stored (a rerun resumes it), the error kinds and the
+    table print, and the exit status is 2 with one line, so a script driving the harness sees it."""
+    db = f"sqlite:///{tmp_path / 'h.db'}"
+    r = run(["eval", "-t", "gsm8k", "-m", "openai:x", "-M", "base_url=http://127.0.0.1:9/v1", "-M",
+             "max_retries=0", "--limit", "3", "--no-progress", "--db", db])
+    assert r.returncode == 2, r.stderr
+    assert "errors by kind: connection=3" in r.stdout
+    assert r.stderr.strip().splitlines() == [r.stderr.strip()] and "failed: every sample is an error" in r.stderr
+    assert "Traceback" not in r.stderr
+    ok = run(["eval", "-t", "gsm8k", "-m", "builtin:number", "--limit", "3", "--no-progress", "--db", db])
+    assert ok.returncode == 0, ok.stderr
+
+
 def test_compare_two_runs(tmp_path):
     db = f"sqlite:///{tmp_path / 'h.db'}"
     assert run(["eval", "-t", "gsm8k", "-m", "builtin:number", "--limit", "40", "--db", db,

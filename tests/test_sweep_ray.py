@@ -150,6 +150,24 @@ def test_a_whole_sweep_killed_and_restarted_does_only_what_is_missing(tmp_path: 
     assert report["runs"][0]["status"] == "finished"
 
 
+def test_a_sweep_whose_run_failed_exits_non_zero(tmp_path: Path):
+    """A sweep whose every unit is done but one run measured nothing (every sample an error) prints its
+    table and exits 2 with one line naming the run; the good run beside it is finished."""
+    url = f"sqlite:///{tmp_path / 'h.db'}"
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled"}
+    matrix = tmp_path / "sweep.yaml"
+    matrix.write_text("name: half-bad\ntasks: [gsm8k]\nlimit: 3\nmodels:\n  - builtin:number\n"
+                      "  - {spec: 'openai:x', settings: {base_url: 'http://127.0.0.1:9/v1', max_retries: 0}}\n")
+    out = subprocess.run([sys.executable, "-m", "harness.cli", "sweep", "run", str(matrix), "--workers", "1",
+                          "--no-progress", "--json", "--db", url], env=env, capture_output=True, text=True,
+                         timeout=240)
+    assert out.returncode == 2, out.stderr[-2000:]
+    last = out.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: 1 run(s) failed, every sample an error ('gsm8k__openai-x"), last
+    report = json.loads(out.stdout.strip().splitlines()[-1])
+    assert sorted(r["status"] for r in report["runs"]) == ["failed", "finished"]
+
+
 def test_eval_shards_splits_one_run_and_aggregates_once(tmp_path: Path):
     url = f"sqlite:///{tmp_path / 'h.db'}"
     env = {**os.environ, "RAY_AUTH_MODE": "disabled"}

@@ -94,6 +94,13 @@ def run_sweep(db: str | None, matrix: Any, *, workers: int, unit_size: int | Non
         more = ", ..." if len(left) > 1 else ""
         fail(f"{len(left)} run(s) have every unit done but are not finished ({left[0]!r}{more}){first} "
              "(rerun the same command to finish them)")
+    # a run whose every sample is an error measured nothing: the sweep did its work but did not succeed,
+    # and a script (or CI) driving it must see that in the exit status, not only in the table
+    failed_runs = [str(r.get("run")) for r in result.runs if r.get("status") == "failed"]
+    if failed_runs:
+        more = ", ..." if len(failed_runs) > 1 else ""
+        fail(f"{len(failed_runs)} run(s) failed, every sample an error ({failed_runs[0]!r}{more}); "
+             f"`harness show {failed_runs[0]}` lists the error kinds")
 
 
 def _table(rows: list[dict[str, Any]], title: str) -> None:
