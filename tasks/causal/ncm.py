@@ -293,7 +293,12 @@ def ncm_bounds(diagrams: tuple[Diagram, ...], p: Any, query: str, cfg: NCMConfig
     """Union of min/max NCM fits over ``diagrams``. A fit whose KL to the data exceeds ``kl_tol`` nats
     does not reproduce the data and is left out (a diagram the data rule out fits no better); if
     every fit of one sense is left out, the best-fitting one is used and ``poor_fit`` set."""
-    runs = [fit_bounds(d, p, query, cfg) for d in diagrams]
+    return bounds_of_fits([fit_bounds(d, p, query, cfg) for d in diagrams], kl_tol)
+
+
+def bounds_of_fits(runs: list[tuple[list[Fit], list[Fit]]], kl_tol: float = 5e-4) -> NCMBounds:
+    """The KL filter and union of :func:`ncm_bounds` over (min fits, max fits) per diagram (or per
+    parameterised class)."""
     all_min = [f for lo, _ in runs for f in lo]
     all_max = [f for _, hi in runs for f in hi]
     mins = [f for f in all_min if f.kl <= kl_tol] or [min(all_min, key=lambda f: f.kl)]

@@ -139,8 +139,10 @@ def score(sample: Sample, output: Output, ctx: ScoreContext) -> Score:
         values["bound_error"] = max(abs(lo - sharp[0]), abs(hi - sharp[1]))
         if sharp[1] - sharp[0] <= 1e-6:
             values["identified"] = float(width <= IDENTIFIED_GAP)
-    return Score(values=values, answer=f"[{lo:.4f}, {hi:.4f}]",
-                 details={"information": info, "sharp": sharp, "truth": truth})
+    details: dict[str, Any] = {"information": info, "sharp": sharp, "truth": truth}
+    if isinstance(output.prediction, dict):  # pncm -M class=param: whether the learned structures stayed in the class
+        details |= {k: output.prediction[k] for k in ("nonmember_modes", "redrawn") if k in output.prediction}
+    return Score(values=values, answer=f"[{lo:.4f}, {hi:.4f}]", details=details)
 
 
 def make_task(graph: str = "all", query: str = "ate", seeds: int = 3, n: int = 0, pag_source: str = "true",
