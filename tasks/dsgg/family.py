@@ -7,7 +7,7 @@ FAMILY = Family(
     title="Dynamic scene graph generation",
     arena_display="none",  # in the arena: outputs a person cannot compare (scene graphs)
     tasks=("harness.tasks.dsgg.task",),
-    backends=("harness.tasks.dsgg.models",),
+    backends=("harness.tasks.dsgg.models", "harness.tasks.dsgg.ft_backend"),
     charts="harness.tasks.dsgg.analysis:chart",
     demo=(DemoRun("dsgg", "dsgg-prior:freq"),),  # the seed's contribution is the metrics this run shows
 )
