@@ -1,4 +1,8 @@
-"""The seed paper's four metrics for set-valued (unranked) MLLM scene-graph outputs.
+"""The seed paper's four metrics for set-valued (unranked) MLLM scene-graph outputs, reconstructed.
+
+The paper names the metrics but its text is not public: the formulas here (one-to-one matching, the
+duplicate rule, ``-log freq`` with add-one smoothing, the pooling over frames) are our reading of its
+abstract, checked against hand-computed cases in the tests, not against the paper's definitions.
 
 Precision, F1, redundancy rate (frame level and temporal) and informativeness-weighted recall, all on
 one-to-one matches so a duplicate can never score twice; reported beside the recall protocols of
