@@ -29,11 +29,9 @@ Two choices differ from the released code, both documented in the README:
 
 from __future__ import annotations
 
-import pickle
 import threading
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import torch
@@ -280,18 +278,13 @@ def read_state_dict(path: str | Path) -> dict[str, torch.Tensor]:
     p = Path(path)
     if not p.is_file():
         raise Uni3DCheckpointError(f"Uni3D checkpoint {str(p)!r} is not a file (expected a Uni3D model.pt)")
-    try:
-        obj = torch.load(p, map_location="cpu", weights_only=True, mmap=True)
-    except pickle.UnpicklingError:
-        # DeepSpeed checkpoints can carry client state (numbers, configs) that the weights-only
-        # unpickler refuses; the user named this local file, and Uni3D's own main.py loads it this way
-        obj = _load_full(p)
-    except (RuntimeError, OSError, EOFError, ValueError) as exc:
-        try:
-            obj = _load_full(p)
-        except Exception:
-            raise Uni3DCheckpointError(f"Uni3D checkpoint {str(p)!r} is not a readable torch file: "
-                                       f"{_first_line(exc)}") from None  # fmt: skip
+    from harness.safeload import SafeLoadError, load_torch
+
+    try:  # tensors, plain containers and numpy scalars only: a checkpoint never runs code here
+        obj = load_torch(p)
+    except SafeLoadError as exc:
+        raise Uni3DCheckpointError(f"Uni3D checkpoint {str(p)!r} is not a readable torch file of weights: "
+                                   f"{_first_line(exc)}") from None
     for key in ("module", "state_dict", "model"):
         if isinstance(obj, dict) and isinstance(obj.get(key), dict):
             obj = obj[key]
@@ -300,14 +293,6 @@ def read_state_dict(path: str | Path) -> dict[str, torch.Tensor]:
         raise Uni3DCheckpointError(f"Uni3D checkpoint {str(p)!r} holds no state dict of tensors")
     return {k.removeprefix("module."): v for k, v in obj.items()}
 
-
-def _load_full(p: Path) -> Any:
-    try:
-        return torch.load(p, map_location="cpu", weights_only=False)
-    except Exception as exc:
-        raise Uni3DCheckpointError(
-            f"Uni3D checkpoint {str(p)!r} is not a readable torch file: {_first_line(exc)}"
-        ) from None
 
 
 def _first_line(exc: BaseException) -> str:
