@@ -1,5 +1,6 @@
 """reid_aerial_ground: the Blender-rendered set, the task's aggregate and bad input, the AG-ReID loaders,
-and end-to-end runs of reid:baseline and reid:vital through the runner (tiny set: 4 identities)."""
+and an end-to-end run of reid:baseline through the runner (tiny set: 4 identities). reid:vital and its
+lifting model: tests/test_reid_lifting.py."""
 
 from __future__ import annotations
 
@@ -16,30 +17,17 @@ from harness.task import SampleRecord
 from harness.tasks.reid.metrics import ReIDInputError
 from harness.tasks.reid.task import reid_aerial_ground, reid_metrics
 from harness.types import Output
-from tests.requirements import require_that
+from tests.reid_blender import blender_cache
 
-TINY = {"ids": 4, "ground": 2, "aerial": 2, "lifts": 2, "novel": 1, "fail_rate": 0.5, "seed": 3}
-
-
-def _bpy() -> str:
-    explicit = os.environ.get("HARNESS_BPY_PYTHON")
-    base = Path(os.environ.get("HARNESS_CACHE_DIR", Path.home() / ".cache" / "harness"))
-    return explicit or str(base / "venvs" / "bpy" / "bin" / "python")
+TINY = {"ids": 4, "ground": 2, "aerial": 2, "seed": 3}
 
 
 @pytest.fixture(scope="module")
 def tiny_cache(tmp_path_factory):
-    bpy = _bpy()
-    require_that(Path(bpy).exists(), "Blender (the bpy venv)", "tests/setup.d/50-bpy.sh builds it")
-    cache = tmp_path_factory.mktemp("reid-cache")
-    mp = pytest.MonkeyPatch()
-    mp.setenv("HARNESS_BPY_PYTHON", bpy)
-    mp.setenv("HARNESS_CACHE_DIR", str(cache))
-    from harness.tasks.reid.synth import SynthConfig, build
+    with blender_cache(tmp_path_factory, "reid-cache") as cache:
+        from harness.tasks.reid.synth import SynthConfig, build
 
-    root = build(SynthConfig(**TINY))
-    yield cache, root
-    mp.undo()
+        yield cache, build(SynthConfig(**TINY))
 
 
 def test_rendered_set_cameras_splits_and_cache(tiny_cache):
@@ -55,31 +43,17 @@ def test_rendered_set_cameras_splits_and_cache(tiny_cache):
     train_ids = {im["pid"] for im in man["images"] if im["split"] == "train"}
     test_ids = {im["pid"] for im in man["images"] if im["split"] == "test"}
     assert train_ids == {0, 1} and test_ids == {2, 3}
-    assert len(man["lifts"]) == 2 * 2 * 2  # train identities x ground views x lifts
+    assert "lifts" not in man and not (root / "lifts").exists()  # the build renders people, no reconstructions
     stamp = (root / "manifest.json").stat().st_mtime_ns
     assert build(SynthConfig(**TINY)) == root and (root / "manifest.json").stat().st_mtime_ns == stamp
 
     task = reid_aerial_ground(protocol="G2A", **TINY)
     train, test = task.train(), task.load()
     assert all(s.metadata["view"] == "ground" for s in train) and len(train) == 4
+    # a training sample is its image and identity label: no camera, no body parameters, no lifts
+    assert all(set(s.metadata) == {"pid", "camid", "view", "split", "role"} for s in train)
     assert {s.metadata["role"] for s in test if s.metadata["view"] == "ground"} == {"query"}
     assert len({s.id for s in test}) == len(test) == 8
-
-
-def test_cvcf_separates_corrupted_meshes(tiny_cache):
-    from harness.tasks.reid.backends.vital import consistency_error, select_views
-
-    train = reid_aerial_ground(**TINY).train()
-    errs = {True: [], False: []}
-    for s in train:
-        for lift in s.metadata["lifts"]:
-            errs[lift["corrupted"]].append(consistency_error(s.messages[0].content[0].path, lift["reprojection"]))
-    assert errs[True] and errs[False]
-    assert min(errs[True]) > 0.25 > max(errs[False])
-    views, rec = select_views(train, True, 0.25)
-    assert rec["cvcf_corrupted_removed"] == 1.0 and rec["cvcf_clean_removed"] == 0.0
-    assert len(views) == len(errs[False])  # one novel view per kept mesh
-    assert select_views(train, False, 0.25)[1]["synthetic_views_used"] == 8
 
 
 def test_blender_missing_is_one_line_error(tmp_path, monkeypatch):
@@ -92,9 +66,8 @@ def test_blender_missing_is_one_line_error(tmp_path, monkeypatch):
     assert "\n" not in str(exc.value)
 
 
-@pytest.mark.parametrize("variant", ["baseline", "vital"])
-def test_end_to_end_through_the_runner(tiny_cache, sqlite_url, variant):
-    summary = Runner(EvalConfig(task="reid_aerial_ground", model=f"reid:{variant}",
+def test_end_to_end_through_the_runner(tiny_cache, sqlite_url):
+    summary = Runner(EvalConfig(task="reid_aerial_ground", model="reid:baseline",
                                 task_options={**TINY, "protocol": "A2G"},
                                 model_settings={"steps": 15, "batch_p": 2, "batch_k": 4}, progress=False),
                      session_factory=open_db(sqlite_url)).run()
@@ -104,10 +77,7 @@ def test_end_to_end_through_the_runner(tiny_cache, sqlite_url, variant):
         assert 0.0 < m[name] <= 1.0
     assert m["valid_queries"] == 4 and m["skipped_queries"] == 0
     assert m["rank10"] >= m["rank5"] >= m["rank1"]
-    if variant == "vital":
-        assert m["cvcf_corrupted_removed"] == 1.0 and m["synthetic_views_used"] > 0
-    else:
-        assert "cvcf_corrupted_removed" not in m
+    assert "cvcf_corrupted_removed" not in m and "lift_failed" not in m
 
 
 def _rec(sid, role, pid, cam, emb, **kw):

@@ -46,6 +46,5 @@ def build_cmd(
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None
     man = load_manifest(root)
-    corrupted = sum(1 for lf in man["lifts"] if lf["corrupted"])
-    typer.echo(f"{root}: {len(man['images'])} images of {cfg.ids} identities, {len(man['lifts'])} lifted meshes "
-               f"({corrupted} corrupted); {man['render']['renders']} renders in {man['render']['seconds']} s")
+    typer.echo(f"{root}: {len(man['images'])} images of {cfg.ids} identities; {man['render']['renders']} renders in "
+               f"{man['render']['seconds']} s")

@@ -12,8 +12,11 @@ FAMILY = Family(
     cli_help="Build the synthetic aerial-ground ReID set",
     demo=(
         DemoRun("reid_aerial_ground", "reid:vital", options={"ids": 8, "ground": 2, "aerial": 2},
-                full_options={"ids": 12, "ground": 4, "aerial": 4}, settings={"steps": 30},
-                full_settings={"steps": 100}, needs=("blender", "torch"), install="pip install torch"),
+                full_options={"ids": 12, "ground": 4, "aerial": 4},
+                # a small lifting model (trained from scratch in the demo's fresh cache): it runs, it is not good
+                settings={"steps": 30, "lift_figures": 40, "lift_steps": 60},
+                full_settings={"steps": 100, "lift_figures": 120, "lift_steps": 300}, needs=("blender", "torch"),
+                install="pip install torch"),
         DemoRun("reid_aerial_ground", "reid:baseline", options={"ids": 12}, settings={"steps": 100}, size="full",
                 needs=("blender", "torch"), install="pip install torch"),
     ),

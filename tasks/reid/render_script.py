@@ -1,17 +1,17 @@
 """Blender script (runs under the bpy venv's Python, not the harness): procedural figures -> renders.
 
-Invoked as ``python render_script.py JOB.json``. The job names each identity's parameters (built by
-``figures.py``) and what to render:
+Invoked as ``python render_script.py JOB.json``. The job lists figures, each with its body-model
+parameters (``params``, as ``figures.py`` draws them or as the lifting model predicts them) and what
+to render:
 
-- ``views``: the identity's own mesh from each camera (RGBA PNG; alpha is the silhouette);
-- ``lifts``: a *reconstructed* mesh of one training image: the identity's mesh with reconstruction
-  noise (a small smooth displacement, and for failed reconstructions a severe one), whose vertices
-  that the source camera did not see get hallucinated colours. For each lift we render it from the
-  source camera (for the consistency filter) and from new elevated cameras, each with its per-pixel
-  visibility map (white = surface seen from the source view, black = hallucinated or background).
+- ``views``: the figure's mesh from each camera (RGBA PNG; alpha is the silhouette). For the data set
+  these are the identities' own views; for a lifted training image, its re-projection from the
+  predicted source camera (what the consistency filter compares with the source image);
+- ``novel`` (optional, with ``source_cam``): the mesh from new cameras, each with its per-pixel
+  visibility map (white = surface the ``source_cam`` sees, black = surface it does not, or background).
 
 Every figure is a set of ellipsoids built as numpy arrays, so geometry, colours and part ids are known
-per vertex; visibility is a ray cast from the camera to each vertex (mathutils BVH).
+per vertex; visibility is a ray cast from the source camera to each vertex (mathutils BVH).
 """
 
 from __future__ import annotations
@@ -116,31 +116,6 @@ def build_figure(p):
         all_p.append(np.full(len(v), pid))
         offset += len(v)
     return np.vstack(all_v), all_f, np.vstack(all_c), np.concatenate(all_p)
-
-
-def smooth_field(rng, verts, amplitude, waves=4):
-    """A low-frequency random displacement (sum of sinusoids): reconstruction error, not pixel noise."""
-    out = np.zeros_like(verts)
-    for _ in range(waves):
-        k = rng.normal(size=3) * 4.0
-        phase = rng.uniform(0, 2 * math.pi)
-        direction = rng.normal(size=3)
-        direction /= np.linalg.norm(direction)
-        out += np.sin(verts @ k + phase)[:, None] * direction[None, :]
-    return amplitude * out / math.sqrt(waves)
-
-
-def corrupt(rng, verts, parts, severity, height):
-    """A failed reconstruction: limbs displaced, the body squashed and warped."""
-    v = verts.copy()
-    for pid in np.unique(parts):
-        if rng.random() < 0.5:
-            v[parts == pid] += rng.normal(size=3) * 0.25 * severity * height
-    centre = v.mean(axis=0)
-    scale = np.array([1.0 + rng.uniform(-0.6, 0.9) * severity, 1.0 + rng.uniform(-0.6, 0.9) * severity,
-                      1.0 - rng.uniform(0.0, 0.5) * severity])
-    v = centre + (v - centre) * scale
-    return v + smooth_field(rng, v, 0.12 * severity * height)
 
 
 def camera_frame(cam, target):
@@ -255,33 +230,19 @@ def main():
     n = 0
     for fig in job["figures"]:
         p = fig["params"]
-        verts, faces, colours, parts = build_figure(p)
+        verts, faces, colours, _parts = build_figure(p)
         target = (0.0, 0.0, p["height"] * 0.5)
         r.set_mesh(verts, faces, colours)
         for view in fig["views"]:
             r.render(view["cam"], target, view["out"])
             n += 1
-        for lift in fig.get("lifts", []):
-            rng = np.random.default_rng(lift["seed"])
-            v = verts + smooth_field(rng, verts, lift["jitter"] * p["height"])
-            if lift["severity"] > 0:
-                v = corrupt(rng, v, parts, lift["severity"], p["height"])
-            vis = visible_vertices(v, faces, lift["source_cam"], target)
-            col = colours.copy()
-            # hallucinated texture where the source view saw nothing: a plausible but wrong colour per part
-            for pid in np.unique(parts):
-                hidden = (parts == pid) & ~vis
-                seen = (parts == pid) & vis
-                base = col[seen].mean(axis=0) if seen.any() else col[parts == pid].mean(axis=0)
-                col[hidden] = np.clip(0.4 * base + 0.6 * rng.uniform(0, 1, 3), 0, 1)
-            r.set_mesh(v, faces, col, vis.astype(np.float32))
-            r.render(lift["source_cam"], target, lift["source_out"])
-            n += 1
-            for novel in lift["novel"]:
+        if fig.get("novel"):
+            vis = visible_vertices(verts, faces, fig["source_cam"], target)
+            r.set_mesh(verts, faces, colours, vis.astype(np.float32))
+            for novel in fig["novel"]:
                 r.render(novel["cam"], target, novel["out"])
                 r.render(novel["cam"], target, novel["vis_out"], flat=True)
                 n += 2
-            r.set_mesh(verts, faces, colours)
     print(json.dumps({"renders": n, "seconds": round(time.time() - t0, 2)}))
 
 

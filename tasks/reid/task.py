@@ -3,20 +3,24 @@
 Options (``-T``): ``protocol`` A2G (aerial queries, ground gallery; default) or G2A; ``data`` synth
 (default: the Blender-rendered set, built on first use or by ``harness reid build``), agreid or
 agreid2 with ``root=DIR``; for synth: ``ids`` (40), ``ground`` (4), ``aerial`` (4), ``seed`` (0),
-``lifts`` (1), ``novel`` (2), ``fail_rate`` (0.3), ``workers`` (1); ``distance`` euclidean (default,
-as torchreid) or cosine.
+``workers`` (1); ``distance`` euclidean (default, as torchreid) or cosine.
 
 Each query and gallery image is one sample (an image part; metadata ``pid``, ``camid``, ``role``); the
 backend answers an embedding in ``Output.prediction`` (with ``--epochs N``, an image's epochs are averaged
 into one embedding, so every image is ranked and counted once). ``aggregate`` builds the query x gallery
 distance matrix and scores it with :func:`harness.tasks.reid.metrics.evaluate`: mAP, rank-1/5/10 and
 mINP with 95% bootstrap intervals over queries, the counts of valid and skipped queries (a query whose
-identity is absent from the gallery), and the backend's fit record (CVCF removal rates, seconds).
+identity is absent from the gallery), and from the backend's fit record its seconds and synthetic
+views. For 3D-VITAL on the synthetic set, the task (which, unlike the backend, may read the manifest's
+ground truth) also scores the backend's lifts of the training images: the lifting model's attribute
+accuracy and failures (``lift_quality.py``) and which share of the failed and of the good lifts CVCF
+removed.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -35,34 +39,65 @@ METRICS: dict[str, MetricInfo] = {
     "valid_queries": neutral("valid queries"), "skipped_queries": lower("queries without a gallery match"),
     "unscored_queries": lower("queries without a usable embedding"),
     "unscored_gallery": lower("gallery images without a usable embedding"),
-    "cvcf_corrupted_removed": higher("corrupted meshes removed by CVCF"),
-    "cvcf_clean_removed": lower("clean meshes removed by CVCF"),
+    "cvcf_corrupted_removed": higher("failed lifts removed by CVCF"),
+    "cvcf_clean_removed": lower("good lifts removed by CVCF"),
+    "lift_failed": lower("training-image lifts that failed"),
+    "lift_attribute_accuracy": higher("lifting model's attribute accuracy on the training images"),
+    "lift_azimuth_error": lower("median azimuth error of the lifts (degrees)"),
     "synthetic_views_used": neutral("synthetic training views used"),
     "fit_seconds": neutral("training seconds"),
 }
 
 
-def _synth_rows(cfg: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]], str]:
+def _synth_rows(cfg: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]], Path]:
     from harness.tasks.reid.synth import build, load_manifest
 
     root = build(cfg)
     man = load_manifest(root)
-    lifts: dict[str, list[dict[str, Any]]] = {}
-    for lift in man["lifts"]:
-        entry = {"corrupted": lift["corrupted"], "reprojection": str(root / lift["reprojection"]),
-                 "novel": [{"path": str(root / n["path"]), "visibility": str(root / n["visibility"]),
-                            "elevation": n["elevation"]} for n in lift["novel"]]}
-        lifts.setdefault(lift["source"], []).append(entry)
     train, test = [], []
     for im in man["images"]:
         row = {"path": str(root / im["path"]), "pid": im["pid"], "camid": im["camid"], "view": im["view"],
-               "elevation": im["elevation"], "split": im["split"]}
+               "split": im["split"]}
         if im["split"] == "train":
-            if im["view"] == "ground":
-                train.append({**row, "role": "train", "lifts": lifts.get(im["path"], [])})
+            if im["view"] == "ground":  # the image and its identity label: no camera, no body parameters
+                train.append({**row, "role": "train"})
         else:
-            test.append(row)
-    return train, test, root.name
+            test.append({**row, "elevation": im["elevation"]})
+    return train, test, root
+
+
+def _lift_truth(root: Path) -> dict[str, tuple[dict[str, Any], float]]:
+    """Ground truth of each training image by file name: (its identity's parameters, camera azimuth)."""
+    from harness.tasks.reid.synth import load_manifest
+
+    man = load_manifest(root)
+    return {Path(im["path"]).name: (man["identities"][im["pid"]], float(im["azimuth"])) for im in man["images"]
+            if im["split"] == "train"}
+
+
+def lift_metrics(fit: dict[str, Any], truth: dict[str, tuple[dict[str, Any], float]]) -> list[Metric]:
+    """The backend's lifts scored against the truth: attribute accuracy, failures, CVCF's removals."""
+    from harness.tasks.reid.lift_quality import failed, removal_rates, summarise
+
+    lifts = [lf for lf in fit.get("lifts") or [] if lf.get("image") in truth]
+    if not lifts:
+        return []
+    preds = [lf["pred"] for lf in lifts]
+    truths = [truth[lf["image"]][0] for lf in lifts]
+    azimuths = [truth[lf["image"]][1] for lf in lifts]
+    summary = summarise(preds, truths, azimuths)
+    n = len(lifts)
+    out = [Metric("lift_failed", summary["failed_share"], n=n),
+           Metric("lift_attribute_accuracy", summary["attribute_accuracy"], n=n),
+           Metric("lift_azimuth_error", summary["azimuth_error_median"], n=n)]
+    if fit.get("cvcf"):
+        is_failed = [failed(p, t, a) for p, t, a in zip(preds, truths, azimuths, strict=True)]
+        on_failed, on_good = removal_rates(is_failed, [bool(lf["kept"]) for lf in lifts])
+        if on_failed is not None:
+            out.append(Metric("cvcf_corrupted_removed", on_failed, n=sum(is_failed)))
+        if on_good is not None:
+            out.append(Metric("cvcf_clean_removed", on_good, n=n - sum(is_failed)))
+    return out
 
 
 def _sample(row: dict[str, Any], prefix: str) -> Sample:
@@ -115,7 +150,10 @@ def _images(usable: list[SampleRecord], role: str) -> tuple[list[SampleRecord], 
     return [first[i] for i in ids], emb
 
 
-def reid_metrics(records: list[SampleRecord], distance: str = "euclidean", seed: int = 0) -> list[Metric]:
+def reid_metrics(records: list[SampleRecord], distance: str = "euclidean", seed: int = 0,
+                 truth: Callable[[], dict[str, tuple[dict[str, Any], float]]] | None = None) -> list[Metric]:
+    """The retrieval metrics of the records, and (with ``truth``: the training images' ground truth,
+    read only here on the task side) the scores of a 3D-VITAL backend's lifts."""
     import numpy as np
 
     from harness.stats import bootstrap_ci, bootstrap_rng
@@ -163,18 +201,21 @@ def reid_metrics(records: list[SampleRecord], distance: str = "euclidean", seed:
         out.append(Metric(f"rank{k}", res.rank(k), *interval(hits, res.rank(k)), n=n))
     out.append(Metric("valid_queries", float(n), n=len(q)))
     out.append(Metric("skipped_queries", float(len(q) - n), n=len(q)))
-    fit = next((r.details.get("fit") for r in usable if r.details.get("fit")), None) or {}
-    for key in ("cvcf_corrupted_removed", "cvcf_clean_removed", "synthetic_views_used", "fit_seconds"):
+    fits = [r.details["fit"] for r in records if isinstance(r.details.get("fit"), dict)]
+    # one output per generate call carries the per-lift list: take that one where there is one
+    fit = next((f for f in fits if f.get("lifts")), fits[0] if fits else {})
+    for key in ("synthetic_views_used", "fit_seconds"):
         if fit.get(key) is not None:
             out.append(Metric(key, float(fit[key]), n=1))
+    if truth is not None and fit.get("lifts"):
+        out += lift_metrics(fit, truth())
     return out
 
 
 @task("reid_aerial_ground", description="Aerial-ground person ReID trained on ground views only: mAP, rank-1/5/10, "
       "mINP (-T protocol=A2G|G2A data=synth|agreid|agreid2)", family="reid")
 def reid_aerial_ground(protocol: str = "A2G", data: str = "synth", root: str | None = None, ids: int = 40,
-                       ground: int = 4, aerial: int = 4, seed: NonNegativeInt = 0, lifts: int = 1,
-                       novel: int = 2, fail_rate: float = 0.3, workers: PositiveInt = 1,
+                       ground: int = 4, aerial: int = 4, seed: NonNegativeInt = 0, workers: PositiveInt = 1,
                        distance: str = "euclidean") -> Task:
     protocol = str(protocol).upper()
     if protocol not in PROTOCOLS:
@@ -189,11 +230,9 @@ def reid_aerial_ground(protocol: str = "A2G", data: str = "synth", root: str | N
         from harness.tasks.reid.synth import SynthConfig
 
         # the values arrive as the annotated types (harness.option_types); the ranges are the config's
-        cfg = SynthConfig(ids=ids, ground=ground, aerial=aerial, seed=seed, lifts=lifts, novel=novel,
-                          fail_rate=fail_rate, workers=workers)
+        cfg = SynthConfig(ids=ids, ground=ground, aerial=aerial, seed=seed, workers=workers)
         cfg.validate()
-        options.update({"ids": cfg.ids, "ground": cfg.ground, "aerial": cfg.aerial, "seed": cfg.seed,
-                        "lifts": cfg.lifts, "novel": cfg.novel, "fail_rate": cfg.fail_rate})
+        options.update({"ids": cfg.ids, "ground": cfg.ground, "aerial": cfg.aerial, "seed": cfg.seed})
     else:
         from harness.tasks.reid.realdata import dataset_root
 
@@ -204,8 +243,7 @@ def reid_aerial_ground(protocol: str = "A2G", data: str = "synth", root: str | N
     def rows() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         if "rows" not in cache:
             if cfg is not None:
-                train, test, name = _synth_rows(cfg)
-                cache["name"] = name
+                train, test, cache["root"] = _synth_rows(cfg)
                 want_query = "aerial" if protocol == "A2G" else "ground"
                 test = [{**r, "role": "query" if r["view"] == want_query else "gallery"} for r in test]
             else:
@@ -215,6 +253,10 @@ def reid_aerial_ground(protocol: str = "A2G", data: str = "synth", root: str | N
             cache["rows"] = (train, test)
         return cache["rows"]
 
+    def truth() -> dict[str, tuple[dict[str, Any], float]]:
+        rows()
+        return _lift_truth(cache["root"]) if "root" in cache else {}
+
     def load() -> list[Sample]:
         return [_sample(r, f"{protocol}-{r['role'][0]}-") for r in rows()[1]]
 
@@ -223,5 +265,5 @@ def reid_aerial_ground(protocol: str = "A2G", data: str = "synth", root: str | N
 
     return Task(version="1", load=load, train=train, score=score, modalities=frozenset({"image"}),
                 primary_metric="mAP", metrics=METRICS, options=options,
-                aggregate=lambda recs: reid_metrics(recs, distance),
+                aggregate=lambda recs: reid_metrics(recs, distance, truth=truth),
                 content_hash=stable_hash({"options": options, "synth": cfg.key() if cfg else None}))

@@ -1,22 +1,29 @@
 """``reid:VARIANT`` backends: fit on the task's train split (ground views), then embed every image.
 
-Variants: ``baseline`` (the CNN trained on the real training images), ``vital`` (3D-VITAL: plus the
-novel elevated views of each lifted training image, CVCF-filtered, attention supervised by VAAS),
+Variants: ``baseline`` (the CNN trained on the real training images), ``vital`` (3D-VITAL: each training
+image is lifted by the single-view lifting model, ``lifting.py``, the predicted mesh rendered from
+elevated viewpoints, CVCF-filtered, attention supervised by VAAS; ``backends/vital.py``),
 ``vital-no-cvcf`` (every lifted mesh kept) and ``vital-no-vaas`` (no attention supervision).
 
 Settings (``-M``): ``steps`` (500), ``lr`` (3e-3), ``batch_p`` (8 identities) and ``batch_k`` (4 images)
 per batch, ``width`` (16 channels in the first block), ``dim`` (64), ``margin`` (0.3), ``vaas_weight`` (1),
-``cvcf_tau`` (0.25), ``seed`` (0), ``threads`` (1), ``cache`` (true). ``prediction`` is the image's
-embedding (list of floats); ``details["fit"]`` the training record (seconds, CVCF removal rates).
+``cvcf_tau`` (the lifting model's calibrated threshold), ``novel`` (2 views per lifted image),
+``lift_figures`` (600) and ``lift_steps`` (2000) of the lifting model, ``seed`` (0), ``threads`` (1),
+``cache`` (true). ``prediction`` is the image's embedding (list of floats); ``details["fit"]`` the training
+record (seconds, the lifting model's held-out check, and per lift its prediction, consistency error and
+whether CVCF kept it, from which the task scores the filter).
 The fitted weights are cached by ``harness.fit_cache`` under ``$HARNESS_CACHE_DIR/reid/fits``, keyed on the
 variant, its settings, the train samples with the bytes of every training image and view, the views
 chosen and the seed, as plain data and numpy arrays read back as data only (no code runs when a cache file
-is read; one that is refused, unreadable or not a fit of this network is refitted and replaced).
+is read; one that is refused, unreadable or not a fit of this network is refitted and replaced). The
+lifting model's fit is cached the same way whatever ``cache`` says: it depends on nothing of the task.
 """
 
 from __future__ import annotations
 
 import difflib
+import shutil
+import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -45,7 +52,11 @@ SETTINGS = {
     "margin": Setting(NonNegativeFloat, 0.3, "triplet margin"),
     "smoothing": Setting(Probability, 0.1, "label smoothing"),
     "vaas_weight": Setting(NonNegativeFloat, 1.0, "weight of the VAAS attention loss (baseline, vital-no-vaas: 0)"),
-    "cvcf_tau": Setting(float, 0.25, "CVCF filter threshold of the lifted views (vital variants)"),
+    "cvcf_tau": Setting(float | None, None, "CVCF threshold on the consistency error (vital variants; default: the "
+                        "lifting model's, calibrated on its held-out renders)"),
+    "novel": Setting(PositiveInt, 2, "novel elevated views rendered per lifted training image (vital variants)"),
+    "lift_figures": Setting(Annotated[int, Field(ge=8)], 600, "figures in the lifting model's pretraining set"),
+    "lift_steps": Setting(Annotated[int, Field(ge=20)], 2000, "training steps of the lifting model"),
     "seed": Setting(int, 0, "training seed"),
     "threads": Setting(PositiveInt, 1, "torch threads"),
     "cache": Setting(bool, True, "reuse a cached fit"),
@@ -85,20 +96,18 @@ class ReIDModel(Backend):
         return TrainConfig(**kw)
 
     def fit(self, train: Sequence[Sample]) -> dict[str, Any]:
+        from harness.tasks.reid.blender_jobs import BlenderFailed, BlenderUnavailable
+
         try:
             self.record = self._fit(list(train))
-        except (ValueError, OSError) as exc:
-            self.state, self.fit_error = None, f"fit failed: {str(exc).splitlines()[0] if str(exc) else exc!r}"
+        except (ValueError, OSError, BlenderUnavailable, BlenderFailed) as exc:
+            # (a `!r` inside the f-string would apply to the whole conditional, quoting every message)
+            reason = str(exc).splitlines()[0] if str(exc) else repr(exc)
+            self.state, self.fit_error = None, f"fit failed: {reason}"
             return {"error": self.fit_error}
         return self.record
 
     def _fit(self, train: list[Sample]) -> dict[str, Any]:
-        import numpy as np
-
-        from harness.tasks.reid.backends.net import train as train_net
-        from harness.tasks.reid.backends.vital import select_views
-        from harness.tasks.reid.images import INPUT_HW, crop
-
         if not train:
             raise ValueError("empty train split")
         rows = []
@@ -108,20 +117,55 @@ class ReIDModel(Backend):
                 raise ValueError(f"train sample {s.id!r} has no image or identity")
             rows.append({"path": path, "visibility": None, "pid": s.metadata["pid"]})
         record: dict[str, Any] = {"method": self.spec, "real_images": len(rows)}
-        tau = float(self.settings.get("cvcf_tau", SETTINGS["cvcf_tau"].default)) if self.variant != "baseline" else None
-        if tau is not None:
-            if not any(s.metadata.get("lifts") for s in train):
-                raise ValueError("3D-VITAL needs lifted meshes of the training images (the synthetic set renders "
-                                 "them; a real dataset has none without a single-view reconstruction model)")
-            views, vrec = select_views(train, self.variant != "vital-no-cvcf", tau)
-            rows += views
-            record.update(vrec)
+        scratch: Path | None = None
+        try:
+            if self.variant != "baseline":
+                views, vrec, scratch = self._lift(rows)
+                rows += views
+                record.update(vrec)
+            return {**record, **self._train(train, rows, record.get("cvcf_tau"))}
+        finally:
+            if scratch is not None:
+                shutil.rmtree(scratch, ignore_errors=True)
+
+    def _lift(self, rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, Any], Path | None]:
+        """3D-VITAL's synthetic views of the real training rows: lifted from each image's pixels alone
+        (the identity is only their ReID label), rendered, filtered by CVCF. Also the folder to delete
+        after training when the renders are not cached."""
+        from harness.tasks.reid.backends.vital import lift_images, select_views
+        from harness.tasks.reid.blender_jobs import cache_root
+        from harness.tasks.reid.lifting import LifterConfig, load_or_fit
+
+        get = lambda k: self.settings.get(k, SETTINGS[k].default)  # noqa: E731
+        figures = int(get("lift_figures"))  # a fifth as many held-out figures (120 for the default 600)
+        lifter = load_or_fit(LifterConfig(figures=figures, heldout=max(8, figures // 5), steps=int(get("lift_steps")),
+                                          threads=int(get("threads"))))
+        tau = float(get("cvcf_tau")) if get("cvcf_tau") is not None else float(lifter.record["cvcf_tau"])
+        scratch = None
+        if not bool(get("cache")):  # renders into a folder of this fit's own, deleted after training
+            cache_root().mkdir(parents=True, exist_ok=True)
+            scratch = Path(tempfile.mkdtemp(prefix="lifts-nocache-", dir=cache_root()))
+        lifts = lift_images([r["path"] for r in rows], lifter, int(get("novel")), int(get("seed")), folder=scratch)
+        views, vrec = select_views(lifts, [r["pid"] for r in rows], self.variant != "vital-no-cvcf", tau)
+        held = lifter.record.get("heldout", {})
+        vrec["lifter"] = {"key": lifter.record.get("key"), "calibrated_tau": lifter.record["cvcf_tau"],
+                          "heldout_attribute_accuracy": held.get("attribute_accuracy"),
+                          "heldout_failed_share": held.get("failed_share"), "figures": lifter.cfg.figures,
+                          "steps": lifter.cfg.steps}
+        return views, vrec, scratch
+
+    def _train(self, train: list[Sample], rows: list[dict[str, Any]], tau: float | None) -> dict[str, Any]:
+        import numpy as np
+
+        from harness.tasks.reid.backends.net import train as train_net
+        from harness.tasks.reid.images import INPUT_HW, crop
+
         cfg = self.config()
         # the images' and views' bytes are in the key: a dataset rebuilt in place refits
         files = [r[k] for r in rows for k in ("path", "visibility") if r.get(k)]
         key = fit_cache.fit_key(backend=f"reid:{self.variant}", settings={**asdict(cfg), "cvcf_tau": tau},
                                 task_hash=fit_cache.samples_hash(train, files=files), train=stable_hash(rows),
-                                seed=cfg.seed, extra={"v": 1})
+                                seed=cfg.seed, extra={"v": 2})
         use_cache = bool(self.settings.get("cache", True))
         loaded = fit_cache.load(key, kind=self.variant, folder=FITS, restore=lambda blob: _restore(blob, cfg)
                                 ) if use_cache else None
@@ -144,7 +188,7 @@ class ReIDModel(Backend):
             fit_cache.save(key, {"state": {**state, "weights": weights}, "record": trec}, kind=self.variant,
                            folder=FITS)
         self.state = {"state": state, "cfg": cfg}
-        return {**record, **trec, "cached": cached}
+        return {**trec, "cached": cached}
 
     async def generate(self, requests: Sequence[Request]) -> list[Output]:
         import numpy as np
@@ -171,8 +215,11 @@ class ReIDModel(Backend):
             slots.append(i)
         if imgs:
             emb = embed(self.state["cfg"], self.state["state"], np.stack(imgs).reshape(-1, 3, *INPUT_HW))
+            # the per-lift list rides on one output per call (the task reads it once), not on every image
+            light = {k: v for k, v in self.record.items() if k != "lifts"}
             for row, i in enumerate(slots):
-                outs[i] = Output(prediction=[round(float(v), 6) for v in emb[row]], details={"fit": self.record})
+                outs[i] = Output(prediction=[round(float(v), 6) for v in emb[row]],
+                                 details={"fit": self.record if row == 0 else light})
         per = (time.perf_counter() - t0) / max(len(requests), 1)
         for o in outs:
             o.usage = Usage(calls=1, seconds=per)

@@ -73,6 +73,20 @@ def batch_hard_triplet(feat: Any, labels: Any, margin: float) -> Any:
     return torch.relu(hardest_pos - hardest_neg + margin).mean()
 
 
+def descend(loss: Any, opt: Any, sched: Any, what: str) -> float:
+    """One optimiser and schedule step on ``loss``; a loss that is not finite stops the fit in one line
+    (naming ``what``) rather than training on NaNs."""
+    import torch
+
+    if not torch.isfinite(loss):
+        raise ValueError(f"{what} became non-finite")
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    sched.step()
+    return float(loss.detach())
+
+
 def _augment(x: np.ndarray, vis: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     if rng.random() < 0.5:
         x, vis = x[:, :, ::-1], vis[:, ::-1]
@@ -122,13 +136,7 @@ def train(cfg: TrainConfig, images: np.ndarray, labels: np.ndarray, vis: np.ndar
             target = F.avg_pool2d(v[:, None], 4)[:, 0]
             bce = F.binary_cross_entropy(att.clamp(1e-5, 1 - 1e-5), target, reduction="none").mean((1, 2))
             loss = loss + cfg.vaas_weight * (bce * sup).sum() / sup.sum()
-        if not torch.isfinite(loss):
-            raise ValueError("the training loss became non-finite")
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        sched.step()
-        losses.append(float(loss.detach()))
+        losses.append(descend(loss, opt, sched, "the training loss"))
         if tick is not None:
             tick()
     state = {"weights": {k: t.detach().clone() for k, t in net.state_dict().items()}, "mean": mean, "std": std,
