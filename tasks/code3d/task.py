@@ -19,7 +19,8 @@ exec_timeout (s, default 60), memory_mb (per process, default 4096), fscore_thre
 max_tokens (default 4096), rounds, refine_model, feedback (traceback | renders), prompt_type
 (description | instruction), image_encoder (local SigLIP-2/DINOv2 directory: embedding similarity),
 text_image_encoder (local SigLIP/CLIP directory: prompt-vs-render cosine), uni3d (a Uni3D ``model.pt``:
-shape-vs-reference cosine) and uni3d_text_encoder (the CLIP text tower Uni3D is aligned to: prompt-vs-shape).
+shape-vs-reference cosine), uni3d_text_encoder (the CLIP text tower Uni3D is aligned to: prompt-vs-shape)
+and uni3d_image_encoder (that CLIP's image tower: first reference view vs shape, image-to-3D only).
 Artifacts (script, GLB, PNG renders) go under ``$HARNESS_ARTIFACTS`` (default ``./artifacts``)
 ``/<run>/<sample>/round<k>/`` and their paths into ``Score.details`` and ``Output.prediction``.
 """
@@ -42,7 +43,7 @@ from harness.sandbox import excerpt
 from harness.task import SampleRecord, ScoreContext, Task
 from harness.tasks.code3d import data as data_mod
 from harness.tasks.code3d.executor import BlenderPool, ExecResult, RenderOptions, bpy_python
-from harness.tasks.code3d.model_scores import MODEL_METRIC_WORDS, ModelScorers
+from harness.tasks.code3d.model_scores import MODEL_METRIC_WORDS, ModelScorers, check_model_options
 from harness.tasks.code3d.references import Reference, prepare_reference
 from harness.tasks.code3d.taxonomy import classify_failure, exec_family
 from harness.types import (
@@ -76,7 +77,7 @@ RENDER_FEEDBACK = (
 IMAGE_KEYS = ("img_iou_paired", "img_ssim_paired", "img_iou_matched", "img_ssim_matched", "img_emb_paired",
               "img_emb_matched")  # fmt: skip
 # model-based scores of the reference's metrics/text_image_similarity.py and metrics/shape_uni3d.py (cosines)
-MODEL_KEYS = ("text_image_sim", "text_image_sim_max", "uni3d_shape_sim", "uni3d_text_sim")
+MODEL_KEYS = ("text_image_sim", "text_image_sim_max", "uni3d_shape_sim", "uni3d_text_sim", "uni3d_image_sim")
 FENCE_LINE = re.compile(r"^\s*```(?:python|py)?\s*$")
 MAX_TRIM_LINES = 60
 
@@ -139,10 +140,12 @@ class Code3DConfig:
     text_image_encoder: str | None = None  # local transformers SigLIP/CLIP directory: prompt vs renders
     uni3d: str | None = None  # a Uni3D checkpoint (model.pt): shape embeddings
     uni3d_text_encoder: str | None = None  # local transformers CLIP directory: the prompt in Uni3D's space
+    uni3d_image_encoder: str | None = None  # local transformers CLIP directory: the first view in Uni3D's space
 
     @property
     def full_views(self) -> bool:  # full-size renders as .npy, only for the embedding metrics that read them
-        return self.image_encoder is not None or self.text_image_encoder is not None
+        return (self.image_encoder is not None or self.text_image_encoder is not None
+                or (self.uni3d_image_encoder is not None and self.image_input))  # fmt: skip
 
 
 class Code3DRuntime:
@@ -374,7 +377,7 @@ def _path_option(options: dict[str, Any], name: str) -> str | None:
 def _build(setting: str, **options: Any) -> Task:
     known = {"data_dir", "workers", "size", "samples", "exec_timeout", "memory_mb", "fscore_threshold", "max_tokens",
              "rounds", "refine_model", "feedback", "image", "prompt_type", "image_encoder", "text_image_encoder",
-             "uni3d", "uni3d_text_encoder"}  # fmt: skip
+             "uni3d", "uni3d_text_encoder", "uni3d_image_encoder"}  # fmt: skip
     unknown = set(options) - known
     if unknown:
         raise ValueError(f"unknown code3d option(s): {', '.join(sorted(unknown))}; known: {', '.join(sorted(known))}")
@@ -397,11 +400,9 @@ def _build(setting: str, **options: Any) -> Task:
         prompt_type=prompt_type, image_encoder=options.get("image_encoder"),
         text_image_encoder=_path_option(options, "text_image_encoder"), uni3d=_path_option(options, "uni3d"),
         uni3d_text_encoder=_path_option(options, "uni3d_text_encoder"),
+        uni3d_image_encoder=_path_option(options, "uni3d_image_encoder"),
     )  # fmt: skip
-    if cfg.uni3d_text_encoder and not cfg.uni3d:
-        raise ValueError(
-            "-T uni3d_text_encoder needs -T uni3d=CKPT (the prompt is compared with Uni3D's shape embedding)"
-        )
+    check_model_options(cfg)  # before the data are read and the models loaded
     runtime = Code3DRuntime(cfg)
     files = [PROMPTS / n for n in (TEXT_SYSTEM, IMAGE_SYSTEM, FEEDBACK)]
     files += [Path(i.script_path) for i in runtime.items.values() if i.script_path]

@@ -8,6 +8,8 @@
   reported as the mean of the four (``text_image_sim``) and their maximum (``text_image_sim_max``).
 * :class:`TextEncoder` (``-T uni3d_text_encoder=DIR``): text only, for the prompt-vs-shape cosine
   of Uni3D (the text tower of the CLIP model Uni3D was aligned to, see the README).
+* :class:`ImageTower` (``-T uni3d_image_encoder=DIR``): the image tower of that CLIP model, for
+  Uni3D's image-vs-shape cosine of the image-to-3D task (embedded like :class:`ImageEncoder` does).
 """
 
 from __future__ import annotations
@@ -125,3 +127,30 @@ class TextEncoder:
     def embed(self, text: str) -> np.ndarray:
         with self._lock:
             return text_features(self.model, self.tokenizer, [text], self.device)[0]
+
+
+class ImageTower(ImageEncoder):
+    """A transformers model with ``get_image_features`` (a CLIP image tower), for the Uni3D image
+    cosine; preprocessing and unit embeddings are :class:`ImageEncoder`'s."""
+
+    OPTION = "uni3d_image_encoder"
+
+    def __init__(self, path: str, device: str = "cpu") -> None:
+        check_model_dir(path, self.OPTION)
+        try:
+            super().__init__(path, device)
+        except (OSError, ValueError, TypeError, KeyError) as exc:
+            raise _load_error(path, self.OPTION, exc) from None
+        if not hasattr(self.model, "get_image_features"):  # a DINO has a pooler but is not CLIP's space
+            raise EncoderDirError(f"-T {self.OPTION}={path}: {type(self.model).__name__} has no image tower "
+                                  "(needs get_image_features: a CLIP model)")  # fmt: skip
+        self._lock = threading.Lock()
+
+    def embed_one(self, view: np.ndarray) -> np.ndarray:
+        """(H, W, 3|4) uint8 -> (D,) unit vector."""
+        with self._lock:  # measure() runs in worker threads
+            return self.embed(view[None])[0]
+
+    def dimension(self) -> int:
+        side = self.crop_to or self.resize_to
+        return len(self.embed_one(np.zeros((side, side, 3), dtype=np.uint8)))
