@@ -7,7 +7,8 @@ FAMILY = Family(
     title="PartVerse-QA and 3D captioning",
     arena_display="render",  # in the arena: judged by looking at renders
     tasks=("harness.tasks.partverse.task",),
-    backends=("harness.tasks.partverse.pointllm",),  # pointllm:DIR, PointLLM on the clouds
+    # pointllm:DIR, PointLLM on the clouds; plotllm:DIR, 3D-PLOT-LLM on the clouds and their partition packs
+    backends=("harness.tasks.partverse.pointllm", "harness.tasks.partverse.plotllm"),
     demo=(
         DemoRun("partverse_c2s", "builtin:constant", settings={"text": "<part_0>,<part_4>"}),
         # PointLLM's 'score#reason' judge format

@@ -161,12 +161,19 @@ class Group(nn.Module):
         super().__init__()
         self.num_group, self.group_size = num_group, group_size
 
-    def forward(self, points: torch.Tensor, start: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(self, points: torch.Tensor, start: torch.Tensor | None,
+                centres: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Groups around FPS centres from ``start``, or around given ``centres`` (B, G, 3): the
+        centres a 3D-PLOT-LLM partition pack stores, so its patch order is kept."""
         xyz = points[..., :3]
         batch = points.shape[0]
-        centre_idx = farthest_point_indices(xyz, self.num_group, start)
         rows = torch.arange(batch, device=points.device).unsqueeze(1)
-        centres = xyz[rows, centre_idx]  # B G 3
+        if centres is None:
+            if start is None:
+                raise ValueError("Group needs a first FPS index or the centres")
+            centres = xyz[rows, farthest_point_indices(xyz, self.num_group, start)]  # B G 3
+        else:
+            centres = centres.to(device=xyz.device, dtype=xyz.dtype)
         # nearest first (the reference leaves them unsorted; the encoder is symmetric in them)
         neighbours = square_distance(centres, xyz).topk(self.group_size, dim=-1, largest=False).indices
         grouped = points[rows.unsqueeze(2), neighbours]  # B G M C
@@ -256,13 +263,14 @@ class PointTransformer(nn.Module):
         self.blocks = TransformerEncoder(config.trans_dim, config.depth, config.num_heads)
         self.norm = nn.LayerNorm(config.trans_dim)
 
-    def forward(self, points: torch.Tensor, start: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(self, points: torch.Tensor, start: torch.Tensor | None = None,
+                centres: torch.Tensor | None = None) -> torch.Tensor:
         if points.shape[-1] != self.config.point_dims:
             raise ValueError(f"the point backbone takes {self.config.point_dims} values per point, "
                              f"got {points.shape[-1]}")
-        if start is None:
+        if start is None and centres is None:
             start = farthest_from_centroid(points[..., :3])
-        groups, centres = self.group_divider(points, start)
+        groups, centres = self.group_divider(points, start, centres)
         tokens = self.reduce_dim(self.encoder(groups))
         batch = tokens.shape[0]
         x = torch.cat([self.cls_token.expand(batch, -1, -1), tokens], dim=1)

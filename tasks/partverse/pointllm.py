@@ -192,7 +192,7 @@ class PointLLMBackend(Backend):
             if t in eos:
                 tokens, finish = tokens[: i + 1], "stop"
                 break
-        text = self.tokenizer.decode(tokens, skip_special_tokens=True)
+        text = self.decode(tokens)
         for s in [*stop, "</s>"]:  # the reference's stop keyword is Vicuna's separator "</s>"
             cut = text.find(s)
             if cut >= 0:
@@ -206,6 +206,10 @@ class PointLLMBackend(Backend):
                              "id": int(selector.chosen[i][0]), "logprob": float(selector.logprobs[i][0])}
                             for i in range(min(len(tokens), len(selector.logprobs)))]
         return out
+
+    def decode(self, tokens: list[int]) -> str:
+        """The reply's text (special tokens left out)."""
+        return str(self.tokenizer.decode(tokens, skip_special_tokens=True))
 
     def _eos_ids(self) -> list[int]:
         from harness.models.hf_sampling import eos_token_ids
@@ -243,7 +247,7 @@ def _dtype(name: str, device: str) -> Any:
     return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[name]
 
 
-def add_point_tokens(tokenizer: Any, lm: Any) -> None:
+def add_point_tokens(tokenizer: Any, lm: Any, label: str = "pointllm") -> None:
     """PointLLM's ``initialize_tokenizer_point_backbone_config_wo_embedding``: the point tokens added
     to the tokenizer (a no-op when it has them), which must then index rows of the checkpoint's
     embedding (the released ones have 32003: Vicuna's 32000 plus these three)."""
@@ -259,7 +263,7 @@ def add_point_tokens(tokenizer: Any, lm: Any) -> None:
     for name in names:
         token_id = tokenizer.convert_tokens_to_ids(name)
         if token_id is None or token_id >= rows:
-            raise PointLLMError(f"pointllm: the tokenizer gives {name} id {token_id}, beyond the checkpoint's "
+            raise PointLLMError(f"{label}: the tokenizer gives {name} id {token_id}, beyond the checkpoint's "
                                 f"{rows} embedding rows (a tokenizer from another model?)")
 
 

@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Collection
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM, LlamaModel
@@ -61,11 +62,13 @@ class PointLLMLlamaModel(LlamaModel):
 
 class PointLLMForCausalLM(LlamaForCausalLM):
     config_class = PointLLMConfig
+    # the module under ``model``: a subclass adds its own parts there (3D-PLOT-LLM's markers)
+    inner_model_class: ClassVar[type[PointLLMLlamaModel]] = PointLLMLlamaModel
 
     def __init__(self, config: PointLLMConfig) -> None:
         # LlamaForCausalLM.__init__ would build a plain LlamaModel first: set up as it does, with ours
         LlamaPreTrainedModel.__init__(self, config)
-        self.model = PointLLMLlamaModel(config)
+        self.model = self.inner_model_class(config)
         self.vocab_size = config.vocab_size
         self.lm_head = torch.nn.Linear(config.hidden_size, config.vocab_size, bias=False)
         self.post_init()
@@ -120,9 +123,12 @@ def read_config(folder: Path) -> PointLLMConfig:
     return config
 
 
-def load_strict(folder: Path, dtype: torch.dtype, device: str) -> PointLLMForCausalLM:
-    """The checkpoint in ``folder`` with every key and shape matching the model built from its config."""
-    config = read_config(folder)
+def load_strict(folder: Path, dtype: torch.dtype, device: str, *,
+                model_class: type[PointLLMForCausalLM] = PointLLMForCausalLM, config: PointLLMConfig | None = None,
+                optional: Collection[str] = ()) -> PointLLMForCausalLM:
+    """The checkpoint in ``folder`` with every key and shape matching the model built from its config
+    (``config``: one already read and checked; ``optional``: keys whose absence is no mismatch)."""
+    config = read_config(folder) if config is None else config
     quiet = logging.getLogger("transformers.modeling_utils")
     # its load report would print a table of keys; our refusal says it in one line. A filter, not a
     # level: a level of WARNING or above makes from_pretrained check a tensor-parallel plan and warn.
@@ -131,7 +137,7 @@ def load_strict(folder: Path, dtype: torch.dtype, device: str) -> PointLLMForCau
     placement: dict[str, Any] = {"device_map": device} if device.startswith("cuda") else {}
     try:
         # with output_loading_info, from_pretrained returns (model, info)
-        loaded: Any = PointLLMForCausalLM.from_pretrained(
+        loaded: Any = model_class.from_pretrained(
             str(folder), config=config, dtype=dtype, output_loading_info=True, ignore_mismatched_sizes=True,
             **placement)
         model, info = loaded
@@ -140,7 +146,7 @@ def load_strict(folder: Path, dtype: torch.dtype, device: str) -> PointLLMForCau
         raise PointLLMLoadError(f"{folder}: cannot load the checkpoint ({first})") from None
     finally:
         quiet.removeFilter(hush)
-    problems = _key_problems(info)
+    problems = _key_problems(info, frozenset(optional))
     if problems:
         raise PointLLMLoadError(f"{folder}: the checkpoint does not match its config.json: {problems}")
     if not device.startswith("cuda"):
@@ -153,11 +159,11 @@ class _BelowError(logging.Filter):
         return record.levelno >= logging.ERROR
 
 
-def _key_problems(info: dict[str, Any]) -> str:
+def _key_problems(info: dict[str, Any], optional: frozenset[str] = frozenset()) -> str:
     def listed(keys: list[str]) -> str:
         return ", ".join(keys[:4]) + (f" and {len(keys) - 4} more" if len(keys) > 4 else "")
 
-    missing = sorted(info.get("missing_keys") or ())
+    missing = sorted(k for k in info.get("missing_keys") or () if k not in optional)
     unexpected = sorted(k for k in info.get("unexpected_keys") or () if not k.endswith(_DERIVED_SUFFIXES))
     mismatched = sorted(info.get("mismatched_keys") or ())
     out = []
