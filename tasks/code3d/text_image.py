@@ -71,17 +71,22 @@ def text_features(model: Any, tokenizer: Any, texts: list[str], device: str) -> 
     return (feats / feats.norm(dim=-1, keepdim=True)).cpu().numpy()
 
 
+def _open_image_encoder(encoder: ImageEncoder, path: str, device: str, option: str) -> None:
+    """``ImageEncoder.__init__`` on ``encoder``, a missing or unloadable directory one line naming ``option``."""
+    check_model_dir(path, option)
+    try:
+        ImageEncoder.__init__(encoder, path, device)
+    except (OSError, ValueError, TypeError, KeyError) as exc:
+        raise _load_error(path, option, exc) from None
+
+
 class TextImageEncoder(ImageEncoder):
     """Prompt-vs-render cosine (the image side is :class:`ImageEncoder`'s, same directory)."""
 
     OPTION = "text_image_encoder"
 
     def __init__(self, path: str, device: str = "cpu") -> None:
-        check_model_dir(path, self.OPTION)
-        try:
-            super().__init__(path, device)
-        except (OSError, ValueError, TypeError, KeyError) as exc:
-            raise _load_error(path, self.OPTION, exc) from None
+        _open_image_encoder(self, path, device, self.OPTION)
         if not (hasattr(self.model, "get_text_features") and hasattr(self.model, "get_image_features")):
             raise EncoderDirError(f"-T {self.OPTION}={path}: {type(self.model).__name__} is not a text-image "
                                   "model (needs get_text_features and get_image_features: SigLIP, CLIP)")  # fmt: skip
@@ -136,11 +141,7 @@ class ImageTower(ImageEncoder):
     OPTION = "uni3d_image_encoder"
 
     def __init__(self, path: str, device: str = "cpu") -> None:
-        check_model_dir(path, self.OPTION)
-        try:
-            super().__init__(path, device)
-        except (OSError, ValueError, TypeError, KeyError) as exc:
-            raise _load_error(path, self.OPTION, exc) from None
+        _open_image_encoder(self, path, device, self.OPTION)
         if not hasattr(self.model, "get_image_features"):  # a DINO has a pooler but is not CLIP's space
             raise EncoderDirError(f"-T {self.OPTION}={path}: {type(self.model).__name__} has no image tower "
                                   "(needs get_image_features: a CLIP model)")  # fmt: skip

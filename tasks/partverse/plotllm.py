@@ -133,14 +133,11 @@ def add_part_tokens(tokenizer: Any, lm: Any, label: str) -> tuple[int, ...]:
 
 
 def load(path: str, **settings: Any) -> PlotLLMBackend:
-    import os
 
-    import torch
-    import transformers
     from transformers import AutoTokenizer
 
     from harness.tasks.partverse.plotllm_model import PartLayout, PlotLLMForCausalLM
-    from harness.tasks.partverse.pointllm import PointLLMError, _device, _dtype, add_point_tokens
+    from harness.tasks.partverse.pointllm import PointLLMError, add_point_tokens, runtime
     from harness.tasks.partverse.pointllm_model import PointLLMLoadError, load_strict, read_config
 
     label = f"plotllm:{path}"
@@ -149,15 +146,9 @@ def load(path: str, **settings: Any) -> PlotLLMBackend:
         raise PlotLLMError(f"{label}: no such checkpoint folder (3D-PLOT-LLM's weights are not fetched: download "
                            "jintangx/3D-PLOT-LLM-7B and give its folder)")
     try:
-        device = _device(str(settings.get("device", "auto")))
+        device, dtype, threads = runtime(settings)
     except PointLLMError as exc:
         raise PlotLLMError(str(exc).replace("pointllm:", "plotllm:", 1)) from None
-    dtype = _dtype(str(settings.get("dtype", "auto")), device)
-    raw_threads = str(settings.get("threads") or os.environ.get("OMP_NUM_THREADS") or "")
-    threads = int(raw_threads) if raw_threads.isdigit() and int(raw_threads) > 0 else None
-    if threads and device == "cpu":
-        torch.set_num_threads(threads)
-    transformers.utils.logging.disable_progress_bar()
     t0 = time.perf_counter()
     try:
         config = read_config(folder)

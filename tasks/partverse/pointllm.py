@@ -247,6 +247,22 @@ def _dtype(name: str, device: str) -> Any:
     return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[name]
 
 
+def runtime(settings: dict[str, Any]) -> tuple[str, Any, int | None]:
+    """(device, torch dtype, CPU threads) of a point-LLM backend's settings; the threads are set for
+    this thread now (on the CPU) and transformers' progress bars turned off."""
+    import torch
+    import transformers
+
+    device = _device(str(settings.get("device", "auto")))
+    dtype = _dtype(str(settings.get("dtype", "auto")), device)
+    raw_threads = str(settings.get("threads") or os.environ.get("OMP_NUM_THREADS") or "")
+    threads = int(raw_threads) if raw_threads.isdigit() and int(raw_threads) > 0 else None
+    if threads and device == "cpu":
+        torch.set_num_threads(threads)
+    transformers.utils.logging.disable_progress_bar()
+    return device, dtype, threads
+
+
 def add_point_tokens(tokenizer: Any, lm: Any, label: str = "pointllm") -> None:
     """PointLLM's ``initialize_tokenizer_point_backbone_config_wo_embedding``: the point tokens added
     to the tokenizer (a no-op when it has them), which must then index rows of the checkpoint's
@@ -268,8 +284,6 @@ def add_point_tokens(tokenizer: Any, lm: Any, label: str = "pointllm") -> None:
 
 
 def load(path: str, **settings: Any) -> PointLLMBackend:
-    import torch
-    import transformers
     from transformers import AutoTokenizer
 
     from harness.tasks.partverse.pointllm_model import PointLLMLoadError, load_strict
@@ -278,13 +292,7 @@ def load(path: str, **settings: Any) -> PointLLMBackend:
     if not folder.is_dir():
         raise PointLLMError(f"pointllm:{path}: no such checkpoint folder (PointLLM's weights are not fetched: "
                             "download e.g. RunsenXu/PointLLM_7B_v1.2 and give its folder)")
-    device = _device(str(settings.get("device", "auto")))
-    dtype = _dtype(str(settings.get("dtype", "auto")), device)
-    raw_threads = str(settings.get("threads") or os.environ.get("OMP_NUM_THREADS") or "")
-    threads = int(raw_threads) if raw_threads.isdigit() and int(raw_threads) > 0 else None
-    if threads and device == "cpu":
-        torch.set_num_threads(threads)
-    transformers.utils.logging.disable_progress_bar()
+    device, dtype, threads = runtime(settings)
     t0 = time.perf_counter()
     try:
         lm = load_strict(folder, dtype, device)
