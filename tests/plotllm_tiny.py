@@ -18,6 +18,7 @@ from typing import Any
 
 from tests.pointllm_tiny import BACKBONE as POINTLLM_BACKBONE
 from tests.pointllm_tiny import config as pointllm_config
+from tests.pointllm_tiny import randomise_batchnorm, save_tiny
 from tests.pointllm_tiny import tokenizer as pointllm_tokenizer
 
 BACKBONE = {**POINTLLM_BACKBONE, "num_group": 512, "group_size": 8}
@@ -49,7 +50,6 @@ def build_tiny_plotllm(path: str | Path, seed: int = 0, **layout: Any) -> Path:
     if (out / MARKER).exists():
         return out
     import torch
-    from transformers import GenerationConfig
 
     from harness.tasks.partverse.plotllm_model import PlotLLMForCausalLM
 
@@ -60,12 +60,8 @@ def build_tiny_plotllm(path: str | Path, seed: int = 0, **layout: Any) -> Path:
                           **{**RELEASED_LAYOUT, **layout})
     model = PlotLLMForCausalLM(cfg).to(torch.float32)
     inner = model.model
+    randomise_batchnorm(inner.point_backbone)
     with torch.no_grad():
-        for module in inner.point_backbone.modules():
-            if isinstance(module, torch.nn.BatchNorm1d):
-                assert module.running_mean is not None and module.running_var is not None
-                module.running_mean.normal_(0.0, 0.1)
-                module.running_var.uniform_(0.5, 1.5)
         inner.part_marker.normal_(0.0, 1.0)
         inner.part_markers.normal_(0.0, 1.0)
         for scale in (inner.marker_stats_scale, inner.marker_graph_scale, inner.vocab_graph_scale,
@@ -74,8 +70,4 @@ def build_tiny_plotllm(path: str | Path, seed: int = 0, **layout: Any) -> Path:
         for sub in (inner.marker_stats_mlp, inner.marker_graph_propagator):
             for p in (sub.parameters() if sub is not None else ()):
                 p.normal_(0.0, 0.3)
-    model.generation_config = GenerationConfig(bos_token_id=1, eos_token_id=2, pad_token_id=0)
-    model.save_pretrained(out, safe_serialization=True)
-    tok.save_pretrained(out)
-    (out / MARKER).write_text("complete\n")
-    return out
+    return save_tiny(model, tok, out)

@@ -66,7 +66,6 @@ def build_tiny_pointllm(path: str | Path, seed: int = 0) -> Path:
     if (out / MARKER).exists():
         return out
     import torch
-    from transformers import GenerationConfig
 
     from harness.tasks.partverse.pointllm_model import PointLLMForCausalLM
 
@@ -74,13 +73,33 @@ def build_tiny_pointllm(path: str | Path, seed: int = 0) -> Path:
     tok = tokenizer()
     torch.manual_seed(seed)
     model = PointLLMForCausalLM(config(len(tok) + 3)).to(torch.float32)
-    # BatchNorm statistics other than the initial 0/1, so the loaded running stats visibly matter
-    for module in model.model.point_backbone.modules():
-        if isinstance(module, torch.nn.BatchNorm1d):
-            module.running_mean.normal_(0.0, 0.1)
-            module.running_var.uniform_(0.5, 1.5)
+    randomise_batchnorm(model.model.point_backbone)
+    return save_tiny(model, tok, out)
+
+
+def randomise_batchnorm(backbone: Any) -> None:
+    """BatchNorm statistics other than the initial 0/1, so the loaded running stats visibly matter."""
+    import torch
+
+    with torch.no_grad():
+        for module in backbone.modules():
+            if isinstance(module, torch.nn.BatchNorm1d):
+                assert module.running_mean is not None and module.running_var is not None
+                module.running_mean.normal_(0.0, 0.1)
+                module.running_var.uniform_(0.5, 1.5)
+
+
+def save_tiny(model: Any, tok: Any, out: Path) -> Path:
+    """The folder as a release has it (safetensors, config, tokenizer), marked complete last."""
+    from transformers import GenerationConfig
+
     model.generation_config = GenerationConfig(bos_token_id=1, eos_token_id=2, pad_token_id=0)
     model.save_pretrained(out, safe_serialization=True)
     tok.save_pretrained(out)
     (out / MARKER).write_text("complete\n")
     return out
+
+
+def cloud_of(data_dir: Path, name: str) -> str:
+    """The fixture's cloud of object ``name`` (chair, lamp, ...)."""
+    return str(data_dir / "objaverse_data" / f"fixture_{name}_8192.npy")

@@ -26,7 +26,7 @@ from harness.tasks.partverse.fixture import ensure_fixture
 from harness.tasks.partverse.pointllm_cloud import pc_norm
 from harness.types import GenerationConfig, Message, Output, Part, Request
 from tests.plotllm_tiny import build_tiny_plotllm
-from tests.pointllm_tiny import build_tiny_pointllm
+from tests.pointllm_tiny import build_tiny_pointllm, cloud_of
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 K, PATCHES = 16, 512
@@ -45,10 +45,6 @@ def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def backend(tiny_dir: Path):
     return build_model(f"plotllm:{tiny_dir}", {})
-
-
-def cloud_of(data_dir: Path, name: str) -> str:
-    return str(data_dir / "objaverse_data" / f"fixture_{name}_8192.npy")
 
 
 def pack_of(data_dir: Path, name: str) -> str:

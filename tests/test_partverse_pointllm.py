@@ -23,7 +23,7 @@ from harness.store.db import open_db
 from harness.store.schema import MetricRow, SampleResultRow
 from harness.tasks.partverse.fixture import ensure_fixture
 from harness.types import GenerationConfig, Message, Output, Part, Request
-from tests.pointllm_tiny import build_tiny_pointllm
+from tests.pointllm_tiny import build_tiny_pointllm, cloud_of
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
@@ -41,10 +41,6 @@ def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def backend(tiny_dir: Path):
     return build_model(f"pointllm:{tiny_dir}", {})
-
-
-def cloud_of(data_dir: Path, name: str) -> str:
-    return str(data_dir / "objaverse_data" / f"fixture_{name}_8192.npy")
 
 
 def ask(cloud: str | None, text: str = "Caption this 3D model in detail.", **config: object) -> Request:
