@@ -103,3 +103,20 @@ def save_tiny(model: Any, tok: Any, out: Path) -> Path:
 def cloud_of(data_dir: Path, name: str) -> str:
     """The fixture's cloud of object ``name`` (chair, lamp, ...)."""
     return str(data_dir / "objaverse_data" / f"fixture_{name}_8192.npy")
+
+
+def copy_folder(tiny_dir: Path, where: Path) -> Path:
+    """A copy of a tiny folder to break (the cached original stays intact)."""
+    import shutil
+
+    shutil.copytree(tiny_dir, where)
+    return where
+
+
+def edit_weights(folder: Path, edit: Any) -> None:
+    """``edit`` (a function of the name -> tensor dict) applied to a folder's safetensors in place."""
+    from safetensors.torch import load_file, save_file
+
+    tensors = load_file(folder / "model.safetensors")
+    edit(tensors)
+    save_file(tensors, folder / "model.safetensors", metadata={"format": "pt"})

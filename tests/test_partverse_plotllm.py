@@ -26,7 +26,7 @@ from harness.tasks.partverse.fixture import ensure_fixture
 from harness.tasks.partverse.pointllm_cloud import pc_norm
 from harness.types import GenerationConfig, Message, Output, Part, Request
 from tests.plotllm_tiny import build_tiny_plotllm
-from tests.pointllm_tiny import build_tiny_pointllm, cloud_of
+from tests.pointllm_tiny import build_tiny_pointllm, cloud_of, copy_folder, edit_weights
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 K, PATCHES = 16, 512
@@ -300,19 +300,6 @@ def test_a_sample_without_a_pack_in_a_run_is_that_samples_error(tiny_dir: Path, 
 
 
 # ---- strict loading ------------------------------------------------------------------------------------
-def _copy(tiny_dir: Path, where: Path) -> Path:
-    shutil.copytree(tiny_dir, where)
-    return where
-
-
-def _edit_weights(folder: Path, edit) -> None:
-    from safetensors.torch import load_file, save_file
-
-    tensors = load_file(folder / "model.safetensors")
-    edit(tensors)
-    save_file(tensors, folder / "model.safetensors", metadata={"format": "pt"})
-
-
 def _edit_config(folder: Path, **changes: object) -> None:
     config = json.loads((folder / "config.json").read_text())
     config.update(changes)
@@ -333,34 +320,34 @@ def test_folders_that_are_not_a_3d_plot_llm_checkpoint_are_refused(tiny_dir: Pat
     assert "a PointLLM checkpoint (use pointllm:DIR)" in _refusal(f"plotllm:{pointllm}")
     assert "no such checkpoint folder" in _refusal(f"plotllm:{tmp_path / 'nowhere'}")
 
-    missing = _copy(tiny_dir, tmp_path / "missing")
-    _edit_weights(missing, lambda t: t.pop("model.part_markers"))
+    missing = copy_folder(tiny_dir, tmp_path / "missing")
+    edit_weights(missing, lambda t: t.pop("model.part_markers"))
     assert "1 missing (model.part_markers)" in _refusal(f"plotllm:{missing}")
-    msr = _copy(tiny_dir, tmp_path / "msr")
-    _edit_weights(msr, lambda t: t.pop("model.marker_graph_propagator.W_n.weight"))
+    msr = copy_folder(tiny_dir, tmp_path / "msr")
+    edit_weights(msr, lambda t: t.pop("model.marker_graph_propagator.W_n.weight"))
     assert "model.marker_graph_propagator.W_n.weight" in _refusal(f"plotllm:{msr}")
-    extra = _copy(tiny_dir, tmp_path / "extra")
-    _edit_weights(extra, lambda t: t.update({"model.region_graph_adapter.W_g.weight": torch.zeros(32, 7)}))
+    extra = copy_folder(tiny_dir, tmp_path / "extra")
+    edit_weights(extra, lambda t: t.update({"model.region_graph_adapter.W_g.weight": torch.zeros(32, 7)}))
     assert "1 unexpected (model.region_graph_adapter.W_g.weight)" in _refusal(f"plotllm:{extra}")
-    wrong = _copy(tiny_dir, tmp_path / "wrong")
-    _edit_weights(wrong, lambda t: t.update({"model.part_markers": torch.zeros(8, 32)}))
+    wrong = copy_folder(tiny_dir, tmp_path / "wrong")
+    edit_weights(wrong, lambda t: t.update({"model.part_markers": torch.zeros(8, 32)}))
     assert "model.part_markers (8, 32) in the file vs (16, 32)" in _refusal(f"plotllm:{wrong}")
     # a checkpoint whose stats mode the config does not name holds weights the model does not have
-    stats_only = _copy(tiny_dir, tmp_path / "stats_only")
+    stats_only = copy_folder(tiny_dir, tmp_path / "stats_only")
     _edit_config(stats_only, bcp_marker_context_mode="stats_only")
     assert "unexpected (model.marker_graph_propagator" in _refusal(f"plotllm:{stats_only}")
-    variant = _copy(tiny_dir, tmp_path / "variant")
+    variant = copy_folder(tiny_dir, tmp_path / "variant")
     _edit_config(variant, bcp_graph_proj_d=True)
     assert "turns on bcp_graph_proj_d" in _refusal(f"plotllm:{variant}")
-    stage1 = _copy(tiny_dir, tmp_path / "stage1")
+    stage1 = copy_folder(tiny_dir, tmp_path / "stage1")
     _edit_config(stage1, bcp_part_vocab_token=False)
     assert "Stage 1" in _refusal(f"plotllm:{stage1}")
     assert "fps_start" in str(pytest.raises(ModelSpecError, build_model, f"plotllm:{tiny_dir}", {"fps_start": "random"})
                               .value)
 
     # parameters no path reads may be absent (an older save of the released code)
-    lean = _copy(tiny_dir, tmp_path / "lean")
-    _edit_weights(lean, lambda t: [t.pop(k) for k in ("model.vocab_stats_scale", "model.vocab_graph_scale",
+    lean = copy_folder(tiny_dir, tmp_path / "lean")
+    edit_weights(lean, lambda t: [t.pop(k) for k in ("model.vocab_stats_scale", "model.vocab_graph_scale",
                                                      "model.part_marker")])
     model = build_model(f"plotllm:{lean}", {})
     assert run(model, [ask(cloud_of(data_dir, "mug"), pack_of(data_dir, "mug"), max_tokens=2)])[0].error is None
@@ -386,8 +373,8 @@ def test_harness_eval_c2s_on_the_fixture(tiny_dir: Path, data_dir: Path, tmp_pat
         assert set(r.scores) >= {"jaccard", "exact_match", "patch_iou", "point_iou"}
         assert r.input["messages"][0]["content"][0]["options"]["pack"].endswith(".pack.npz")
 
-    bad = _copy(tiny_dir, tmp_path / "bad")
-    _edit_weights(bad, lambda t: t.pop("model.marker_stats_scale"))
+    bad = copy_folder(tiny_dir, tmp_path / "bad")
+    edit_weights(bad, lambda t: t.pop("model.marker_stats_scale"))
     proc = _cli(["--task", "partverse_c2s", "--model", f"plotllm:{bad}", "--limit", "1", "-T", f"data_dir={data_dir}",
                  "--db", f"sqlite:///{tmp_path / 'r.db'}"], tmp_path)
     assert proc.returncode == 2, proc.stdout + proc.stderr

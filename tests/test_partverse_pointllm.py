@@ -23,7 +23,7 @@ from harness.store.db import open_db
 from harness.store.schema import MetricRow, SampleResultRow
 from harness.tasks.partverse.fixture import ensure_fixture
 from harness.types import GenerationConfig, Message, Output, Part, Request
-from tests.pointllm_tiny import build_tiny_pointllm, cloud_of
+from tests.pointllm_tiny import build_tiny_pointllm, cloud_of, copy_folder, edit_weights
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
@@ -182,21 +182,8 @@ def test_a_bad_npy_in_a_run_is_that_samples_error(tiny_dir: Path, data_dir: Path
 
 
 # ---- strict loading ------------------------------------------------------------------------------------
-def _copy(tiny_dir: Path, where: Path) -> Path:
-    shutil.copytree(tiny_dir, where)
-    return where
-
-
-def _edit_weights(folder: Path, edit) -> None:
-    from safetensors.torch import load_file, save_file
-
-    tensors = load_file(folder / "model.safetensors")
-    edit(tensors)
-    save_file(tensors, folder / "model.safetensors", metadata={"format": "pt"})
-
-
 def test_strict_loading_refuses_a_mismatched_checkpoint(tiny_dir: Path, tmp_path: Path) -> None:
-    wider = _copy(tiny_dir, tmp_path / "wider")
+    wider = copy_folder(tiny_dir, tmp_path / "wider")
     config = json.loads((wider / "config.json").read_text())
     config["point_backbone_config"]["projection_hidden_dim"] = [48, 80]
     (wider / "config.json").write_text(json.dumps(config))
@@ -205,18 +192,18 @@ def test_strict_loading_refuses_a_mismatched_checkpoint(tiny_dir: Path, tmp_path
     message = str(info.value)
     assert "\n" not in message and "of another shape" in message and "model.point_proj.2.weight" in message
 
-    missing = _copy(tiny_dir, tmp_path / "missing")
-    _edit_weights(missing, lambda t: t.pop("model.point_backbone.encoder.first_conv.1.running_mean"))
+    missing = copy_folder(tiny_dir, tmp_path / "missing")
+    edit_weights(missing, lambda t: t.pop("model.point_backbone.encoder.first_conv.1.running_mean"))
     with pytest.raises(ModelSpecError,
                        match=r"1 missing \(model\.point_backbone\.encoder\.first_conv\.1\.running_mean\)"):
         build_model(f"pointllm:{missing}", {})
 
-    extra = _copy(tiny_dir, tmp_path / "extra")
-    _edit_weights(extra, lambda t: t.update({"model.point_backbone.extra.weight": torch.zeros(2)}))
+    extra = copy_folder(tiny_dir, tmp_path / "extra")
+    edit_weights(extra, lambda t: t.update({"model.point_backbone.extra.weight": torch.zeros(2)}))
     with pytest.raises(ModelSpecError, match=r"1 unexpected \(model\.point_backbone\.extra\.weight\)"):
         build_model(f"pointllm:{extra}", {})
 
-    plain = _copy(tiny_dir, tmp_path / "plain")
+    plain = copy_folder(tiny_dir, tmp_path / "plain")
     config = json.loads((plain / "config.json").read_text())
     del config["point_backbone"]
     (plain / "config.json").write_text(json.dumps(config))
@@ -230,16 +217,16 @@ def test_strict_loading_refuses_a_mismatched_checkpoint(tiny_dir: Path, tmp_path
 
 def test_old_checkpoints_rotary_buffers_are_not_a_mismatch(tiny_dir: Path, tmp_path: Path, data_dir: Path) -> None:
     # transformers 4.28, which PointLLM saved with, stored each layer's rotary frequencies
-    old = _copy(tiny_dir, tmp_path / "old")
-    _edit_weights(old, lambda t: t.update({f"model.layers.{i}.self_attn.rotary_emb.inv_freq": torch.ones(8)
+    old = copy_folder(tiny_dir, tmp_path / "old")
+    edit_weights(old, lambda t: t.update({f"model.layers.{i}.self_attn.rotary_emb.inv_freq": torch.ones(8)
                                            for i in range(2)}))
     model = build_model(f"pointllm:{old}", {})
     assert run(model, [ask(cloud_of(data_dir, "mug"), max_tokens=2)])[0].error is None
 
 
 def test_cli_refuses_a_mismatched_checkpoint_in_one_line(tiny_dir: Path, tmp_path: Path, data_dir: Path) -> None:
-    bad = _copy(tiny_dir, tmp_path / "bad")
-    _edit_weights(bad, lambda t: t.update({"model.point_proj.4.bias": torch.zeros(65)}))
+    bad = copy_folder(tiny_dir, tmp_path / "bad")
+    edit_weights(bad, lambda t: t.update({"model.point_proj.4.bias": torch.zeros(65)}))
     proc = _cli(["--task", "partverse_c2s", "--model", f"pointllm:{bad}", "--limit", "1", "-T", f"data_dir={data_dir}",
                  "--db", f"sqlite:///{tmp_path / 'r.db'}"], tmp_path)
     assert proc.returncode == 2, proc.stdout + proc.stderr
