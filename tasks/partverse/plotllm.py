@@ -133,11 +133,8 @@ def add_part_tokens(tokenizer: Any, lm: Any, label: str) -> tuple[int, ...]:
 
 
 def load(path: str, **settings: Any) -> PlotLLMBackend:
-
-    from transformers import AutoTokenizer
-
     from harness.tasks.partverse.plotllm_model import PartLayout, PlotLLMForCausalLM
-    from harness.tasks.partverse.pointllm import PointLLMError, add_point_tokens, runtime
+    from harness.tasks.partverse.pointllm import PointLLMError, add_point_tokens, load_tokenizer, runtime, spec_with
     from harness.tasks.partverse.pointllm_model import PointLLMLoadError, load_strict, read_config
 
     label = f"plotllm:{path}"
@@ -159,19 +156,13 @@ def load(path: str, **settings: Any) -> PlotLLMBackend:
         message = str(exc).removeprefix(str(folder) + ": ").removeprefix(str(folder / "config.json") + ": ")
         raise PlotLLMError(f"{label}: {message}") from None
     try:
-        tokenizer = AutoTokenizer.from_pretrained(str(folder), config=lm.config)
-    except (OSError, ValueError) as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise PlotLLMError(f"{label}: cannot load the tokenizer ({first})") from None
-    try:
+        tokenizer = load_tokenizer(folder, lm, label)
         add_point_tokens(tokenizer, lm, label)
     except PointLLMError as exc:
         raise PlotLLMError(str(exc)) from None
     part_ids = add_part_tokens(tokenizer, lm, label)
-    keyed = [f"{k}={settings[k]}" for k in _SPEC_KEYS if k in settings and settings[k] is not None]
-    return PlotLLMBackend(
-        spec=label + (f"?{'&'.join(keyed)}" if keyed else ""), lm=lm, tokenizer=tokenizer, device=device,
-        threads=threads, load_seconds=time.perf_counter() - t0, part_ids=part_ids)
+    return PlotLLMBackend(spec=spec_with(label, settings, _SPEC_KEYS), lm=lm, tokenizer=tokenizer, device=device,
+                          threads=threads, load_seconds=time.perf_counter() - t0, part_ids=part_ids)
 
 
 @model("plotllm", description="3D-PLOT-LLM on a point cloud and its partition pack: plotllm:DIR (a 3D-PLOT-LLM "

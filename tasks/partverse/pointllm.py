@@ -283,9 +283,26 @@ def add_point_tokens(tokenizer: Any, lm: Any, label: str = "pointllm") -> None:
                                 f"{rows} embedding rows (a tokenizer from another model?)")
 
 
-def load(path: str, **settings: Any) -> PointLLMBackend:
+def load_tokenizer(folder: Path, lm: Any, label: str) -> Any:
+    """The checkpoint folder's tokenizer (PointLLMError naming ``label``); the point tokens are not added yet."""
     from transformers import AutoTokenizer
 
+    try:
+        # config given: else AutoTokenizer looks the unknown model type "pointllm" up and warns
+        tokenizer = AutoTokenizer.from_pretrained(str(folder), config=lm.config)
+    except (OSError, ValueError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise PointLLMError(f"{label}: cannot load the tokenizer ({first})") from None
+    return tokenizer
+
+
+def spec_with(label: str, settings: dict[str, Any], keys: tuple[str, ...]) -> str:
+    """``label`` plus the ``keys`` settings that change the replies, as the stored model spec."""
+    keyed = [f"{k}={settings[k]}" for k in keys if k in settings and settings[k] is not None]
+    return label + (f"?{'&'.join(keyed)}" if keyed else "")
+
+
+def load(path: str, **settings: Any) -> PointLLMBackend:
     from harness.tasks.partverse.pointllm_model import PointLLMLoadError, load_strict
 
     folder = Path(path).expanduser()
@@ -298,18 +315,12 @@ def load(path: str, **settings: Any) -> PointLLMBackend:
         lm = load_strict(folder, dtype, device)
     except PointLLMLoadError as exc:
         raise PointLLMError(f"pointllm:{path}: {str(exc).removeprefix(str(folder) + ': ')}") from None
-    try:
-        # config given: else AutoTokenizer looks the unknown model type "pointllm" up and warns
-        tokenizer = AutoTokenizer.from_pretrained(str(folder), config=lm.config)
-    except (OSError, ValueError) as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise PointLLMError(f"pointllm:{path}: cannot load the tokenizer ({first})") from None
+    label = f"pointllm:{path}"
+    tokenizer = load_tokenizer(folder, lm, label)
     add_point_tokens(tokenizer, lm)
-    keyed = [f"{k}={settings[k]}" for k in _SPEC_KEYS if k in settings and settings[k] is not None]
     return PointLLMBackend(
-        spec=f"pointllm:{path}" + (f"?{'&'.join(keyed)}" if keyed else ""), lm=lm, tokenizer=tokenizer,
-        device=device, fps_start=str(settings.get("fps_start", "random")), threads=threads,
-        load_seconds=time.perf_counter() - t0)
+        spec=spec_with(label, settings, _SPEC_KEYS), lm=lm, tokenizer=tokenizer, device=device,
+        fps_start=str(settings.get("fps_start", "random")), threads=threads, load_seconds=time.perf_counter() - t0)
 
 
 @model("pointllm", description="PointLLM on a point cloud: pointllm:DIR (a PointLLM checkpoint folder; "
