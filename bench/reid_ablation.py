@@ -47,8 +47,8 @@ def main() -> None:
 
         # the fit the vital backends will load from the cache (workers and threads are not in its key)
         t_lift = time.perf_counter()
-        lifter = load_or_fit(LifterConfig(figures=args.lift_figures, heldout=max(8, args.lift_figures // 5),
-                                          steps=args.lift_steps, threads=args.threads, workers=args.workers))
+        lifter = load_or_fit(LifterConfig.sized(args.lift_figures, args.lift_steps, threads=args.threads,
+                                                workers=args.workers))
         print(f"lifting model ({args.lift_figures} figures x 2 views, {args.lift_steps} steps): "
               f"{time.perf_counter() - t_lift:.0f} s; held-out {lifter.record['heldout']}, "
               f"calibrated tau {lifter.record['cvcf_tau']}, fit {lifter.record.get('fit_seconds')} s")

@@ -56,8 +56,7 @@ def env(tmp_path_factory):
 
         root = build(SynthConfig(**TINY))
         # the backend's own choice for these settings (held-out: a fifth, at least 8)
-        lifter = load_or_fit(LifterConfig(figures=SMALL["lift_figures"], heldout=SMALL["lift_figures"] // 5,
-                                          steps=SMALL["lift_steps"]))
+        lifter = load_or_fit(LifterConfig.sized(SMALL["lift_figures"], SMALL["lift_steps"]))
         yield cache, root, lifter
 
 

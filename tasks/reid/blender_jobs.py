@@ -48,7 +48,10 @@ class BlenderFailed(RuntimeError):
 
 
 def cache_root() -> Path:
-    return Path(os.environ.get("HARNESS_CACHE_DIR", Path.home() / ".cache" / "harness")) / "reid"
+    """The family's folder of the harness cache (``$HARNESS_CACHE_DIR/reid``)."""
+    from harness.fit_cache import cache_root as harness_cache_root
+
+    return harness_cache_root() / "reid"
 
 
 def bpy_python() -> str:

@@ -31,11 +31,11 @@ from harness import fit_cache
 from harness.tasks.reid.backends.net import descend
 from harness.tasks.reid.body_codec import N_BODY, N_CAMERA, N_COLOURS, N_FLAGS, decode, encode
 from harness.tasks.reid.figures import CATEGORIES
+from harness.tasks.reid.images import BACKGROUND, person_box, resize_channels
 from harness.tasks.reid.liftset import LiftSetConfig
 
 FRAME_HW = (128, 64)  # the render the lifter takes (height, width)
 CROP_HW = (64, 32)  # the person's box, as the network sees it
-BACKGROUND = 0.5
 FITS = "reid/fits"
 N_CATS = sum(len(v) for v in CATEGORIES.values())
 N_OUT = N_BODY + N_COLOURS + N_CATS + N_FLAGS + N_CAMERA
@@ -56,6 +56,11 @@ class LifterConfig:
     seed: int = 0
     threads: int = 1
     workers: int = 1  # Blender processes for the pretraining renders
+
+    @classmethod
+    def sized(cls, figures: int, steps: int, **rest: Any) -> LifterConfig:
+        """The config for ``figures`` pretraining figures: a fifth as many held out, at least 8."""
+        return cls(figures=figures, heldout=max(8, figures // 5), steps=steps, **rest)
 
     def liftset(self) -> LiftSetConfig:
         return LiftSetConfig(figures=self.figures, views=self.views, heldout=self.heldout, seed=self.seed,
@@ -94,19 +99,16 @@ def load_input(path: str) -> tuple[np.ndarray, np.ndarray]:
     if mode != "RGBA" or size != (FRAME_HW[1], FRAME_HW[0]):
         raise LiftInputError(f"the lifting model takes the synthetic set's {FRAME_HW[1]}x{FRAME_HW[0]} RGBA renders "
                              f"(silhouette in alpha); {Path(path).name} is {mode} {size[0]}x{size[1]}")
-    ys, xs = np.nonzero(rgba[..., 3] > 0.05)
-    if len(ys) == 0:
+    if not (rgba[..., 3] > 0.05).any():
         raise LiftInputError(f"{Path(path).name} shows no person (its alpha is empty)")
-    y0, y1 = max(int(ys.min()) - 2, 0), min(int(ys.max()) + 3, FRAME_HW[0])
-    x0, x1 = max(int(xs.min()) - 2, 0), min(int(xs.max()) + 3, FRAME_HW[1])
+    y0, y1, x0, x1 = person_box(rgba[..., 3])  # the ReID crop's box: the same detector stand-in
     box = np.asarray([y0 / FRAME_HW[0], y1 / FRAME_HW[0], x0 / FRAME_HW[1], x1 / FRAME_HW[1]], dtype=np.float32)
     crop = rgba[y0:y1, x0:x1]
     a = crop[..., 3:4]
     rgb = crop[..., :3] * a + BACKGROUND * (1.0 - a)
+    # quantised to bytes before the resize: the crops are stored and batched as uint8
     arr = np.round(np.concatenate([rgb, a], axis=-1) * 255).astype(np.uint8)
-    chans = [np.asarray(Image.fromarray(arr[..., c]).resize((CROP_HW[1], CROP_HW[0]), Image.Resampling.BILINEAR))
-             for c in range(4)]
-    return np.stack(chans), box
+    return np.ascontiguousarray(resize_channels(arr, CROP_HW).transpose(2, 0, 1)), box
 
 
 def build_lifter(width: int) -> Any:

@@ -137,9 +137,8 @@ class ReIDModel(Backend):
         from harness.tasks.reid.lifting import LifterConfig, load_or_fit
 
         get = lambda k: self.settings.get(k, SETTINGS[k].default)  # noqa: E731
-        figures = int(get("lift_figures"))  # a fifth as many held-out figures (120 for the default 600)
-        lifter = load_or_fit(LifterConfig(figures=figures, heldout=max(8, figures // 5), steps=int(get("lift_steps")),
-                                          threads=int(get("threads"))))
+        lifter = load_or_fit(LifterConfig.sized(int(get("lift_figures")), int(get("lift_steps")),
+                                                threads=int(get("threads"))))
         tau = float(get("cvcf_tau")) if get("cvcf_tau") is not None else float(lifter.record["cvcf_tau"])
         scratch = None
         if not bool(get("cache")):  # renders into a folder of this fit's own, deleted after training
